@@ -1,0 +1,92 @@
+"""Normalisation variants the drafter was trained with versus what each engine implements."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..config import EAGLE, TOP
+from ..engines.rules import SUPPORTED_NORM_FLAGS
+from ..engines.simulate import engine_flag
+from ..findings import Finding, Severity
+from .context import Context
+
+
+def trained_flags(ctx: Context) -> dict[str, bool | None]:
+    """Flag -> value the drafter was trained with (``None``: unknown), in speculators/vLLM meaning."""
+    cfg, names = ctx.cfg, set(ctx.ckpt.tensors)
+    out: dict[str, bool | None] = {}
+    for flag in SUPPORTED_NORM_FLAGS:
+        value = next((cfg.at(level, flag) for level in (EAGLE, TOP) if isinstance(cfg.at(level, flag), bool)), None)
+        out[flag] = value
+    if "input_norm.weight" in names:
+        out["norm_before_fc"] = True
+    if any(n.startswith("fc_norm.") for n in names):
+        out["fc_norm"] = True
+    if cfg.style == "flat":
+        # Flat (EAGLE/SpecForge) drafters take the residual before hidden_norm and carry the pre-norm state;
+        # SpecForge's norm_output means something else (see check_norm_output_meaning).
+        if out["norm_before_residual"] is None:
+            out["norm_before_residual"] = False
+        out["norm_output"] = False
+    return out
+
+
+def check_norm_flags(ctx: Context) -> Iterator[Finding]:
+    trained = trained_flags(ctx)
+    for rules in ctx.engines:
+        unsupported = [f for f, v in trained.items() if v is True and f not in rules.norm_flags]
+        if unsupported:
+            yield Finding(
+                "NORM_FLAGS_UNSUPPORTED", Severity.ERROR,
+                f"The drafter was trained with {', '.join(f'{f}=true' for f in unsupported)}; {rules.display} does "
+                "not implement it and computes a different function (acceptance degrades silently).",
+                engine=rules.name,
+                evidence={"unsupported": unsupported, "trained": trained, "engine_implements": sorted(rules.norm_flags),
+                          "engine_revision": rules.revision},
+                fix="No weight-space conversion exists: serve on an engine that implements these variants "
+                    "(vLLM), or retrain with them off for this engine.")
+            continue
+        mismatched = [f for f, v in trained.items()
+                      if isinstance(v, bool) and f in rules.norm_flags and engine_flag(rules, ctx.cfg, f) != v]
+        if mismatched:
+            yield Finding(
+                "NORM_FLAGS_UNSUPPORTED", Severity.ERROR,
+                f"{rules.display} will run with {', '.join(f'{f}={engine_flag(rules, ctx.cfg, f)}' for f in mismatched)}, "
+                "not the trained value.", engine=rules.name,
+                evidence={"mismatched": mismatched, "trained": trained, "engine_revision": rules.revision},
+                fix="Write the trained values explicitly where the engine reads them (top level).")
+        if (ctx.cfg.style == "speculators" and trained["norm_before_residual"] is None
+                and rules.speculators_norm_before_residual_default is not None):
+            yield Finding(
+                "NORM_FLAGS_UNSUPPORTED", Severity.WARNING,
+                f"The speculators config does not say norm_before_residual; {rules.display} assumes "
+                f"{str(rules.speculators_norm_before_residual_default).lower()}.", engine=rules.name,
+                evidence={"assumed": rules.speculators_norm_before_residual_default, "engine_revision": rules.revision},
+                fix="Write norm_before_residual explicitly (the value used in training).")
+
+
+def check_norm_output_meaning(ctx: Context) -> Iterator[Finding]:
+    if ctx.cfg.style != "flat":
+        return
+    value = ctx.cfg.at(TOP, "norm_output")
+    if not isinstance(value, bool):
+        return
+    for rules in ctx.engines:
+        if value is False and "norm_output" not in rules.norm_flags:
+            yield Finding(
+                "NORM_FLAGS_UNSUPPORTED", Severity.ERROR,
+                f"norm_output=false (SpecForge: no final norm before lm_head); {rules.display} always applies it.",
+                engine=rules.name, evidence={"norm_output": value, "engine_revision": rules.revision},
+                fix="Retrain with norm_output true, or serve on an engine that honours it.")
+        if value is True and rules.norm_output_meaning == "post_norm_recurrence":
+            yield Finding(
+                "NORM_OUTPUT_MEANING_CLASH", Severity.WARNING,
+                f"norm_output=true in a flat (SpecForge-style) config means 'apply norm before lm_head'; "
+                f"{rules.display} reads it as 'carry the post-norm state to the next step', which this drafter "
+                "was not trained with (inferred from the two code paths).", engine=rules.name,
+                evidence={"norm_output": value, "writer_meaning": "norm_before_lm_head",
+                          "engine_meaning": rules.norm_output_meaning, "engine_revision": rules.revision},
+                fix="Remove norm_output from the config served on this engine (the final norm is applied anyway).")
+
+
+CHECKS = (check_norm_flags, check_norm_output_meaning)

@@ -1,0 +1,108 @@
+"""Cross-checks against the target model (``--target``), plus RoPE placement."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from ..engines import ENGINES
+from ..findings import Finding, Severity
+from .context import Context
+
+_ROPE_LEGACY = ("rope_theta", "rope_scaling")
+
+
+def check_target_fit(ctx: Context) -> Iterator[Finding]:
+    t = ctx.target
+    if t is None:
+        return
+    cfg = ctx.cfg
+    problems: list[str] = []
+    ev: dict[str, Any] = {"target": t.summary()}
+    if t.vocab_size is not None and cfg.vocab_size is not None and cfg.vocab_size != t.vocab_size:
+        problems.append(f"drafter vocab_size {cfg.vocab_size} != target vocab_size {t.vocab_size}")
+    t2d = ctx.shape("t2d")
+    if t2d and t.vocab_size is not None and t2d[0] != t.vocab_size:
+        problems.append(f"t2d covers {t2d[0]} ids, the target has {t.vocab_size}")
+    ht = cfg.target_hidden_size or cfg.hidden_size
+    if t.hidden_size is not None and ht is not None and ht != t.hidden_size:
+        problems.append(f"drafter expects target hidden size {ht}, the target has {t.hidden_size}")
+    verifier = cfg.get("verifier")
+    if (isinstance(verifier, dict) and verifier.get("architectures") and t.architectures
+            and list(verifier["architectures"]) != t.architectures):
+        problems.append(f"trained for verifier {verifier['architectures']}, target is {t.architectures}")
+    if problems:
+        yield Finding("TARGET_MISMATCH", Severity.ERROR, "; ".join(problems) + ".",
+                      evidence={"problems": problems, **ev},
+                      fix="Use the drafter trained for this target (model, revision and tokenizer), or retrain.")
+    yield from _embedding_equality(ctx)
+    tmax, dmax = t.max_position_embeddings, cfg.int_field("max_position_embeddings")
+    if tmax is not None and dmax is not None and dmax < tmax:
+        yield Finding("CONTEXT_TOO_SHORT", Severity.WARNING,
+                      f"The drafter's max_position_embeddings ({dmax}) is below the target's ({tmax}); drafting "
+                      "degrades or stops on long contexts.",
+                      evidence={"drafter": dmax, "target": tmax},
+                      fix=f"Set max_position_embeddings to {tmax} if the drafter's RoPE supports it (trained length "
+                          "matters; consider rope scaling).")
+
+
+def _embedding_equality(ctx: Context) -> Iterator[Finding]:
+    t = ctx.target
+    name = ctx.find("embed_tokens.weight")
+    if t is None or name is None or t.weights is None:
+        return
+    tname = t.tensor_name("embed_tokens.weight")
+    if tname is None:
+        return
+    d_info, t_info = ctx.ckpt.tensors[name], t.weights.tensors[tname]
+    if d_info.shape != t_info.shape:
+        return  # reported as TARGET_MISMATCH / EMBED_TOKENS_PROBLEM
+    rows = max(1, min(d_info.shape[0], (1 << 20) // max(1, d_info.shape[-1])))
+    a = ctx.ckpt.read_slice(name, rows * d_info.shape[-1]).float()
+    b = t.weights.read_slice(tname, rows * t_info.shape[-1]).float()
+    if torch.equal(a, b):
+        return
+    cos = torch.nn.functional.cosine_similarity(a, b, dim=-1).mean().item()
+    for engine in ctx.engine_names:
+        load = ctx.loads[engine]
+        fate = next((f.action for f in load.fates if f.key == name), None)
+        if fate in ("loaded", "renamed"):  # the engine uses the stored copy
+            yield Finding("EMBED_TOKENS_PROBLEM", Severity.WARNING,
+                          f"The stored embedding differs from the target's (mean row cosine {cos:.3f} over the first "
+                          f"{rows} rows) and {ENGINES[engine].display} uses the stored one.", engine=engine,
+                          evidence={"rows_compared": rows, "mean_row_cosine": round(cos, 6),
+                                    "engine_revision": ENGINES[engine].revision},
+                          fix="If the embedding was frozen in training, ship the target's (or none); a random or "
+                              "stale copy collapses acceptance.")
+
+
+def check_rope(ctx: Context) -> Iterator[Finding]:
+    cfg = ctx.cfg
+    has_new = cfg.get("rope_parameters") is not None
+    has_legacy = cfg.get("rope_theta") is not None
+    if has_new and not has_legacy:
+        for rules in ctx.engines:
+            if rules.name in ("sglang", "eagle"):
+                yield Finding("ROPE_MISMATCH", Severity.WARNING,
+                              f"RoPE is only in rope_parameters (Transformers 5); {rules.display} revisions that read "
+                              "only rope_theta/rope_scaling fall back to the Llama default theta 10000.",
+                              engine=rules.name,
+                              evidence={"rope_parameters": cfg.get("rope_parameters"), "engine_revision": rules.revision},
+                              fix="Write rope_theta/rope_scaling at top level too (both forms).")
+    t = ctx.target
+    if t is None:
+        return
+    d_theta = cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta")
+    trope = t.rope()
+    t_theta = trope.get("rope_theta") or (trope.get("rope_parameters") or {}).get("rope_theta")
+    if d_theta is not None and t_theta is not None and float(d_theta) != float(t_theta):
+        yield Finding("ROPE_MISMATCH", Severity.WARNING,
+                      f"The drafter's rope_theta ({d_theta}) differs from the target's ({t_theta}).",
+                      evidence={"drafter_rope_theta": d_theta, "target_rope_theta": t_theta},
+                      fix="Use the RoPE settings the drafter was trained with. Caution: speculators v0.3/v0.4 "
+                          "trained with the Llama default; do not copy the target's over it without checking.")
+
+
+CHECKS = (check_target_fit, check_rope)

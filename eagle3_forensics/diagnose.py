@@ -1,0 +1,124 @@
+"""``diagnose``: every static check on one drafter, as one report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .checkpoint import Checkpoint, TensorInfo, open_checkpoint
+from .checks import Context, run_checks
+from .config import DrafterConfig
+from .engines import resolve_engines
+from .engines.simulate import LoadReport
+from .errors import UnusableInputError
+from .findings import Finding, Severity, count_by_severity, sort_findings
+from .layout import FormatInfo, detect_format
+from .target import TargetInfo, open_target
+
+
+@dataclass
+class Inspection:
+    """``inspect``: the tensor table and the detected format, nothing else."""
+
+    checkpoint: str
+    format: FormatInfo
+    weight_format: str
+    tensors: list[TensorInfo]
+    config: DrafterConfig
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"checkpoint": self.checkpoint, "format": self.format.label,
+                "format_detail": self.format.to_dict(), "weight_format": self.weight_format,
+                "total_bytes": self.total_bytes, "tensors": [t.to_dict() for t in self.tensors]}
+
+
+def inspect_checkpoint(path: str | Path) -> Inspection:
+    ckpt = open_checkpoint(path)
+    cfg = DrafterConfig(ckpt.config)
+    return Inspection(str(path), detect_format(ckpt, cfg), ckpt.weight_format, list(ckpt), cfg)
+
+
+@dataclass
+class Diagnosis:
+    checkpoint: str
+    format: str
+    engines: list[str]
+    findings: list[Finding]
+    loads: dict[str, LoadReport] = field(default_factory=dict)
+    format_detail: FormatInfo | None = None
+    target: TargetInfo | None = None
+    unusable: bool = False
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.ERROR]
+
+    @property
+    def exit_code(self) -> int:
+        if self.unusable:
+            return 2
+        return 1 if self.errors else 0
+
+    def verdict(self, engine: str | None = None) -> str:
+        """'unusable' | 'broken' | 'warnings' | 'healthy' | 'not applicable', overall or for one engine."""
+        if self.unusable:
+            return "unusable"
+        load = self.loads.get(engine) if engine else None
+        if load is not None and not load.config_readable and not any(
+                f.engine == engine and f.severity is Severity.ERROR for f in self.findings):
+            return "not applicable"  # an engine that never reads this format, not named by the user
+        relevant = [f for f in self.findings if engine is None or f.engine in (None, engine)]
+        if any(f.severity is Severity.ERROR for f in relevant):
+            return "broken"
+        if any(f.severity is Severity.WARNING for f in relevant):
+            return "warnings"
+        return "healthy"
+
+    def counts(self) -> dict[str, int]:
+        return count_by_severity(self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The documented JSON shape (extra keys beyond the four are stable additions)."""
+        return {
+            "checkpoint": self.checkpoint,
+            "format": self.format,
+            "engines": self.engines,
+            "findings": [f.to_dict() for f in self.findings],
+            "verdict": {"overall": self.verdict(), **{e: self.verdict(e) for e in self.engines}},
+            "counts": self.counts(),
+            "load": {e: r.to_dict() for e, r in self.loads.items()},
+        }
+
+
+def unreadable(path: str | Path, engines: list[str], reason: str) -> Diagnosis:
+    finding = Finding("CHECKPOINT_UNREADABLE", Severity.ERROR, reason,
+                      evidence={"path": str(path), "reason": reason},
+                      fix="Check the path and re-copy or re-export the checkpoint; see docs/findings.md.")
+    return Diagnosis(str(path), "unknown", engines, [finding], unusable=True)
+
+
+def diagnose(
+    path: str | Path,
+    target: str | Path | None = None,
+    engines: str | list[str] | tuple[str, ...] | None = "all",
+) -> Diagnosis:
+    """Run every static check. Unusable input gives a report with one CHECKPOINT_UNREADABLE finding.
+
+    ``engines`` is ``"all"`` or engine names (``sglang``, ``vllm``, ``eagle``, ``speculators``);
+    an unknown name raises ``ValueError``.
+    """
+    names = resolve_engines(engines)
+    try:
+        ckpt: Checkpoint = open_checkpoint(path)
+        tinfo = open_target(target) if target is not None else None
+        explicit = not (engines is None or engines == "all" or (not isinstance(engines, str) and "all" in engines))
+        ctx = Context(ckpt, names, tinfo, explicit_engines=explicit)
+        findings = sort_findings(run_checks(ctx))
+        return Diagnosis(str(path), ctx.fmt.label, names, findings, ctx.loads, ctx.fmt, tinfo)
+    except UnusableInputError as exc:
+        return unreadable(path, names, str(exc))

@@ -1,0 +1,117 @@
+"""The one result type every check returns, and the catalogue of finding codes.
+
+Notebooks, the CLI, JSON output and HTML reports all consume :class:`Finding`, so a new
+check never needs a new renderer. Codes are stable strings; each is documented in
+``docs/findings.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Severity(StrEnum):
+    """How bad a finding is. ``error`` means the drafter will not work as trained."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return {"error": 0, "warning": 1, "info": 2}[self.value]
+
+
+# code -> one-line summary. The order is the order of docs/findings.md.
+CATALOGUE: dict[str, str] = {
+    "CHECKPOINT_UNREADABLE": "The checkpoint or its config cannot be read at all.",
+    "NOT_EAGLE3": "The files do not describe an EAGLE-3 drafter.",
+    "CONFIG_UNREADABLE_BY_ENGINE": "The engine cannot parse or accept this config layout.",
+    "KEYS_DROPPED_BY_ENGINE": "The engine silently ignores checkpoint tensors.",
+    "KEYS_REJECTED_BY_ENGINE": "The engine refuses to load a checkpoint tensor (loud failure).",
+    "PARAMS_UNFILLED": "Engine parameters that no checkpoint tensor fills stay at initialisation.",
+    "MULTI_LAYER_DRAFTER": "More than one decoder layer, which the engine does not serve as trained.",
+    "LM_HEAD_MISSING": "No draft lm_head for a reduced draft vocabulary.",
+    "EMBED_TOKENS_PROBLEM": "The embedding the engine will use is missing, wrong-shaped or not the trained one.",
+    "D2T_MISSING": "No usable d2t for a reduced vocabulary: the engine maps draft id i to target id i.",
+    "D2T_ABSOLUTE": "d2t holds absolute target ids where the engine expects offsets.",
+    "D2T_DOUBLE_OFFSET": "d2t had the absolute→offset conversion applied twice.",
+    "D2T_T2D_MISMATCH": "d2t and t2d describe different draft vocabularies.",
+    "D2T_INVALID": "d2t cannot be a draft→target map (dtype, shape, range or duplicates).",
+    "T2D_INVALID": "t2d is not a valid draft-vocabulary mask.",
+    "VOCAB_SIZE_INCONSISTENT": "Vocabulary sizes in config and tensors disagree.",
+    "DRAFT_VOCAB_SIZE_MISSING": "draft_vocab_size is absent although the draft vocabulary is reduced.",
+    "TIED_EMBEDDINGS_ON_REDUCED_VOCAB": "tie_word_embeddings is true on a reduced-vocabulary drafter.",
+    "FC_WIDTH_MISMATCH": "fc input width does not match aux-layer count × target hidden size.",
+    "TARGET_MISMATCH": "The drafter does not fit the given target model.",
+    "AUX_LAYER_IDS_INVALID": "Aux-layer ids are malformed or out of range.",
+    "AUX_LAYER_IDS_IGNORED_BY_ENGINE": "The aux-layer ids are in a field the engine does not read.",
+    "AUX_LAYER_IDS_CONVENTION_SHIFT": "The engine reads the aux-layer ids one layer away from training.",
+    "NORM_FLAGS_UNSUPPORTED": "A normalisation variant the drafter was trained with is not implemented by the engine.",
+    "NORM_OUTPUT_MEANING_CLASH": "norm_output means something else to the engine than to the trainer.",
+    "ROPE_MISMATCH": "RoPE settings missing at the level the engine reads, or different from the target's.",
+    "CONTEXT_TOO_SHORT": "The drafter's max_position_embeddings is below the target's context.",
+    "WEIGHTS_NONFINITE": "Weights contain NaN or Inf.",
+    "WEIGHTS_LOOK_UNTRAINED": "Weights look like fresh initialisation.",
+    "DTYPE_MISMATCH": "Tensor dtypes disagree with each other or with the config.",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem (or fact) about a drafter, with the evidence and the fix.
+
+    ``engine`` is ``None`` for facts about the checkpoint itself and the engine name for
+    problems that depend on how a given engine loads it; the same problem on two engines
+    is two findings.
+    """
+
+    code: str
+    severity: Severity
+    message: str
+    engine: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    fix: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.code not in CATALOGUE:
+            raise ValueError(f"unknown finding code {self.code!r}")
+        if not isinstance(self.severity, Severity):
+            object.__setattr__(self, "severity", Severity(self.severity))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.severity.value,
+            "engine": self.engine,
+            "message": self.message,
+            "evidence": self.evidence,
+            "fix": self.fix,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        return cls(
+            code=data["code"],
+            severity=Severity(data["severity"]),
+            message=data["message"],
+            engine=data.get("engine"),
+            evidence=dict(data.get("evidence") or {}),
+            fix=data.get("fix"),
+        )
+
+
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Errors first, then by catalogue order, then engine name; stable for equal keys."""
+    order = {code: i for i, code in enumerate(CATALOGUE)}
+    return sorted(findings, key=lambda f: (f.severity.rank, order[f.code], f.engine or ""))
+
+
+def count_by_severity(findings: Iterable[Finding]) -> dict[str, int]:
+    counts = {s.value: 0 for s in Severity}
+    for f in findings:
+        counts[f.severity.value] += 1
+    return counts
