@@ -11,6 +11,13 @@ from ..layout import is_drafter_weight
 from .context import Context
 
 _MAX_LISTED = 40
+CONFIG_FIXES = {
+    "sglang": "Write a flat config with architectures ['LlamaForCausalLMEagle3'] (the speculators shim accepts only "
+              "'Eagle3Speculator'), draft_vocab_size, and aux ids in eagle_config.",
+    "vllm": "Write a flat LlamaForCausalLMEagle3 config or a speculators config with speculators_model_type.",
+    "eagle": "Write a flat Llama config with hidden_size, vocab_size and draft_vocab_size at top level.",
+    "speculators": "Convert with `speculators convert SRC --algorithm eagle3 --verifier TARGET --output-path DST`.",
+}
 
 
 def _listed(names: list[str]) -> list[str]:
@@ -62,8 +69,7 @@ def check_config_readable(ctx: Context) -> Iterator[Finding]:
             f"{ENGINES[name].display} cannot use this config: {load.config_problem}.", engine=name,
             evidence={"problem": load.config_problem, "config_style": ctx.cfg.style,
                       "architectures": ctx.cfg.architectures, **ctx.evidence_base(name)},
-            fix=f"eagle3-forensics repair {ctx.ckpt.path} --engine {name} --out DST "
-                "(writes the config layout this engine reads).")
+            fix=CONFIG_FIXES.get(name, "Write the config layout this engine reads."))
 
 
 def check_key_fates(ctx: Context) -> Iterator[Finding]:
@@ -76,10 +82,9 @@ def check_key_fates(ctx: Context) -> Iterator[Finding]:
             layout = ctx.fmt.key_layout
             fix = None
             if any(k.startswith("layers.") for k in trained) and name in ("sglang", "eagle"):
-                fix = (f"Rename layers.0.* to midlayer.*: eagle3-forensics repair {ctx.ckpt.path} "
-                       f"--engine {name} --out DST.")
+                fix = f"Rename layers.0.* to midlayer.* (the names {rules.display} expects), in a copy of the checkpoint."
             elif trained:
-                fix = f"eagle3-forensics repair {ctx.ckpt.path} --engine {name} --out DST, or serve on an engine that uses these tensors."
+                fix = "Rename them to the engine's names (see the load report), or serve on an engine that uses them."
             yield Finding(
                 "KEYS_DROPPED_BY_ENGINE", Severity.ERROR if trained else Severity.INFO,
                 f"{rules.display} {verb} {len(dropped)} tensor(s)"
@@ -96,15 +101,14 @@ def check_key_fates(ctx: Context) -> Iterator[Finding]:
                 f"{rules.display} refuses to load {len(rejected)} tensor(s) it has no parameter for "
                 f"(e.g. {rejected[0]!r}); loading fails.", engine=name,
                 evidence={"rejected": _listed(rejected), "count": len(rejected), **ctx.evidence_base(name)},
-                fix=f"Remove or rename them: eagle3-forensics repair {ctx.ckpt.path} --engine {name} --out DST.")
+                fix="Remove them, or rename them to the engine's names (see the load report), in a copy of the checkpoint.")
         if load.unfilled and load.config_readable:
             yield Finding(
                 "PARAMS_UNFILLED", Severity.ERROR,
                 f"{len(load.unfilled)} {rules.display} parameter(s) get no tensor from this checkpoint and stay at "
                 f"initialisation (e.g. {load.unfilled[0]!r}).", engine=name,
                 evidence={"unfilled": _listed(load.unfilled), "count": len(load.unfilled), **ctx.evidence_base(name)},
-                fix="Provide these tensors under the names the engine expects (see the load report), "
-                    f"e.g. eagle3-forensics repair {ctx.ckpt.path} --engine {name} --out DST.")
+                fix="Provide these tensors under the names the engine expects (see the load report's dropped keys).")
 
 
 def check_layers(ctx: Context) -> Iterator[Finding]:

@@ -15,12 +15,12 @@ _ENGINE_CODES = {  # classification kind -> per-engine finding code (the engine 
 }
 
 
-def _fix_for(kind: str, path: str) -> str:
+def _fix_for(kind: str) -> str:
     return {
-        "absolute": "Convert to offsets: d2t = d2t - arange(v) (eagle3-forensics repair does it and verifies "
-                    f"against t2d): eagle3-forensics repair {path} --engine ENGINE --out DST.",
-        "double_offset": "Undo the second conversion: d2t = d2t + arange(v), then check nonzero(t2d) == d2t + arange(v) "
-                         f"(eagle3-forensics repair {path} --engine ENGINE --out DST).",
+        "absolute": "Convert to offsets once: d2t = d2t - arange(v), then verify nonzero(t2d) == d2t + arange(v) "
+                    "(eagle3_forensics.vocab.absolute_to_offsets).",
+        "double_offset": "Undo the second conversion: d2t = d2t + arange(v), then verify nonzero(t2d) == d2t + arange(v) "
+                         "(eagle3_forensics.vocab.undo_double_offset).",
         "missing": "Attach the mapping from training: d2t = nonzero(t2d) - arange(v), or rebuild it from the "
                    "training data (eagle3-forensics vocab build).",
         "identity_default": "The default (all-zero) buffer was saved: rebuild d2t from t2d or from the training "
@@ -37,7 +37,6 @@ def _fix_for(kind: str, path: str) -> str:
 
 def check_vocab(ctx: Context) -> Iterator[Finding]:
     res = ctx.vocab
-    path = str(ctx.ckpt.path)
     ev = res.evidence()
     if res.t2d_problems and ctx.find("t2d"):
         cosmetic = all("expected bool" in p for p in res.t2d_problems)
@@ -45,7 +44,7 @@ def check_vocab(ctx: Context) -> Iterator[Finding]:
                       "t2d is not a valid draft-vocabulary mask: " + "; ".join(res.t2d_problems) + ".",
                       evidence={"problems": res.t2d_problems, "kind": res.kind},
                       fix="Rebuild t2d from a verified d2t (t2d[d2t + arange(v)] = True) or from the training data; "
-                          "engines ignore t2d, but it is the reference every check and repair trusts.")
+                          "engines ignore t2d, but it is the reference every check trusts.")
     if res.consistent:
         return
     if res.kind == "missing" and not ctx.reduced_vocab:
@@ -70,7 +69,7 @@ def check_vocab(ctx: Context) -> Iterator[Finding]:
             yield Finding(code, severity, f"{lead}; {effect}", engine=rules.name,
                           evidence={**ev, "engine_expects": rules.d2t_encoding,
                                     **ctx.evidence_base(rules.name)},
-                          fix=_fix_for(res.kind, path).replace("ENGINE", rules.name))
+                          fix=_fix_for(res.kind))
         return
     if res.kind in ("permuted", "partial_corruption") and ctx.find("t2d"):
         what = ("the right set of target ids in a different order than t2d (trainers sort ascending)"
@@ -78,10 +77,10 @@ def check_vocab(ctx: Context) -> Iterator[Finding]:
                 f"a different selection from t2d from draft id {res.first_bad_index} on")
         yield Finding("D2T_T2D_MISMATCH", Severity.ERROR,
                       f"nonzero(t2d) != d2t + arange(v): d2t encodes {what}.", evidence=ev,
-                      fix=_fix_for(res.kind, path))
+                      fix=_fix_for(res.kind))
         return
     yield Finding("D2T_INVALID", Severity.ERROR, f"d2t is not a usable map: {res.meaning}.", evidence=ev,
-                  fix=_fix_for(res.kind, path))
+                  fix=_fix_for(res.kind))
 
 
 CHECKS = (check_vocab,)
