@@ -162,10 +162,10 @@ def classify_mapping(
         p.startswith("t2d has shape") or "values other than" in p for p in res.t2d_problems)
     sel = np.flatnonzero(_np(t2d).astype(bool)).astype(np.int64) if t2d_usable else None
     if sel is not None and sel.shape[0] != n:
-        # A selection of the wrong size cannot be compared index by index.
+        # A selection of the wrong size cannot be compared index by index. d2t already matches the
+        # draft vocabulary size here, so t2d is the odd one out (check_t2d reports it): judge d2t alone.
         res.notes.append(f"t2d selects {sel.shape[0]} ids but d2t has {n} entries")
         sel = None
-        res.kind = "inconsistent_sizes"
 
     if sel is not None:
         return _classify_against_selection(res, d, ar, sel, big_v)

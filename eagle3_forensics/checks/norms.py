@@ -46,8 +46,10 @@ def check_norm_flags(ctx: Context) -> Iterator[Finding]:
                 fix="No weight-space conversion exists: serve on an engine that implements these variants "
                     "(vLLM), or retrain with them off for this engine.")
             continue
+        # A flat config's norm_output has SpecForge's meaning: check_norm_output_meaning handles it.
         mismatched = [f for f, v in trained.items()
-                      if isinstance(v, bool) and f in rules.norm_flags and engine_flag(rules, ctx.cfg, f) != v]
+                      if isinstance(v, bool) and f in rules.norm_flags and engine_flag(rules, ctx.cfg, f) != v
+                      and not (f == "norm_output" and ctx.cfg.style == "flat")]
         if mismatched:
             yield Finding(
                 "NORM_FLAGS_UNSUPPORTED", Severity.ERROR,
