@@ -105,6 +105,7 @@ class Checkpoint:
     tensors: dict[str, TensorInfo]
     weight_format: str  # "safetensors" | "safetensors-sharded" | "bin" | "bin-sharded"
     _bin_state: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict, repr=False)
+    _handles: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # -- tensor data -------------------------------------------------------------------
     def has(self, name: str) -> bool:
@@ -114,11 +115,8 @@ class Checkpoint:
         """Read one tensor in full. Meant for small tensors (``d2t``, ``t2d``, norms)."""
         info = self.tensors[name]
         if self.weight_format.startswith("safetensors"):
-            from safetensors import safe_open
-
             try:
-                with safe_open(str(self.path / info.shard), framework="pt") as fh:
-                    return fh.get_tensor(name)
+                return self._handle(info.shard).get_tensor(name)
             except Exception as exc:  # corrupt data region: report, never crash
                 raise UnusableInputError(f"cannot read tensor {name!r} from {info.shard}: {_one_line(exc)}") from None
         return self._bin_tensors(info.shard)[name]
@@ -131,14 +129,19 @@ class Checkpoint:
         row = math.prod(info.shape[1:]) or 1
         rows = max(1, max_elements // row)
         if self.weight_format.startswith("safetensors"):
-            from safetensors import safe_open
-
             try:
-                with safe_open(str(self.path / info.shard), framework="pt") as fh:
-                    return fh.get_slice(name)[:rows]
+                return self._handle(info.shard).get_slice(name)[:rows]
             except Exception as exc:
                 raise UnusableInputError(f"cannot read tensor {name!r} from {info.shard}: {_one_line(exc)}") from None
         return self._bin_tensors(info.shard)[name][:rows]
+
+    def _handle(self, shard: str) -> Any:
+        """One open ``safe_open`` handle per shard (the header is parsed once, data mmapped)."""
+        if shard not in self._handles:
+            from safetensors import safe_open
+
+            self._handles[shard] = safe_open(str(self.path / shard), framework="pt")
+        return self._handles[shard]
 
     def _bin_tensors(self, shard: str) -> dict[str, torch.Tensor]:
         if shard not in self._bin_state:

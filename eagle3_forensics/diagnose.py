@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,20 @@ class Diagnosis:
         }
 
 
+def _single_threaded(fn: Callable[[Context], list[Finding]], ctx: Context) -> list[Finding]:
+    """Run with one intra-op thread: the checks touch only small slices, and on a busy machine
+    OpenMP workers spinning up for each tiny op cost more than the work (measured in
+    benchmarks/bench_diagnose.py)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return fn(ctx)
+    finally:
+        torch.set_num_threads(before)
+
+
 def unreadable(path: str | Path, engines: list[str], reason: str) -> Diagnosis:
     finding = Finding("CHECKPOINT_UNREADABLE", Severity.ERROR, reason,
                       evidence={"path": str(path), "reason": reason},
@@ -118,7 +133,7 @@ def diagnose(
         tinfo = open_target(target) if target is not None else None
         explicit = not (engines is None or engines == "all" or (not isinstance(engines, str) and "all" in engines))
         ctx = Context(ckpt, names, tinfo, explicit_engines=explicit)
-        findings = sort_findings(run_checks(ctx))
+        findings = sort_findings(_single_threaded(run_checks, ctx))
         return Diagnosis(str(path), ctx.fmt.label, names, findings, ctx.loads, ctx.fmt, tinfo)
     except UnusableInputError as exc:
         return unreadable(path, names, str(exc))
