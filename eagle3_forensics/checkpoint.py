@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import math
 import pickle
+import re
+import warnings
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -86,7 +88,7 @@ def read_json(path: Path, what: str) -> Any:
             return json.loads(fh.read().decode("utf-8"))
     except FileNotFoundError:
         raise UnusableInputError(f"{what} not found: {path}", path=str(path)) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, int digit limit, deep nesting
         raise UnusableInputError(f"{what} is not valid JSON: {path} ({_one_line(exc)})", path=str(path)) from None
     except OSError as exc:
         raise UnusableInputError(f"cannot read {what} {path}: {_one_line(exc)}", path=str(path)) from None
@@ -184,15 +186,28 @@ def _list_safetensors(path: Path, shard: str) -> dict[str, TensorInfo]:
     return out
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _pickle_refusal_reason(exc: BaseException) -> str:
+    """The informative part of torch's weights-only refusal (which global or opcode), without its boilerplate."""
+    text = _ANSI.sub("", str(exc))
+    m = re.search(r"WeightsUnpickler error:\s*(.*?)(?:\s*Please use `torch\.serialization|\s*Check the documentation|$)",
+                  text, re.S)
+    return _one_line(Exception(m.group(1) if m and m.group(1).strip() else text))[:200]
+
+
 def _load_bin(file: Path) -> dict[str, torch.Tensor]:
     """Load a ``.bin`` state dict safely: ``weights_only=True``, mmap when the format allows."""
     if not file.is_file():
         raise UnusableInputError(f"weights file missing: {file}", path=str(file))
     mmap = zipfile.is_zipfile(file)  # mmap needs the zip-based format (torch >= 1.6)
     try:
-        obj = torch.load(str(file), map_location="cpu", weights_only=True, mmap=mmap)
+        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": stderr must stay one line
+            warnings.simplefilter("ignore")
+            obj = torch.load(str(file), map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
-        reason = _one_line(exc).split(" Check the documentation")[0][:200]
+        reason = _pickle_refusal_reason(exc)
         raise UnusableInputError(
             f"refused to unpickle {file.name}: it needs objects beyond plain tensors (never executed; "
             f"convert it to safetensors in a trusted environment): {reason}",
@@ -239,10 +254,23 @@ def _check_index_matches(weight_map: dict[str, str], infos: dict[str, TensorInfo
             f"{index_name} names {len(missing)} tensor(s) absent from their shard, e.g. {missing[0]!r}")
 
 
+MAX_CONFIG_DEPTH = 64  # real configs nest 3-4 levels; deeper ones break recursive JSON output
+
+
+def _nesting_depth(value: Any) -> int:
+    depth, level = 0, [value]
+    while level:
+        level = [c for v in level for c in (v.values() if isinstance(v, dict) else v if isinstance(v, list) else ())]
+        depth += 1
+    return depth
+
+
 def read_config(path: Path) -> dict[str, Any]:
     cfg = read_json(path / CONFIG_FILE, "config.json")
     if not isinstance(cfg, dict):
         raise UnusableInputError(f"config.json is not a JSON object: {path / CONFIG_FILE}")
+    if _nesting_depth(cfg) > MAX_CONFIG_DEPTH:
+        raise UnusableInputError(f"config.json nests deeper than {MAX_CONFIG_DEPTH} levels: {path / CONFIG_FILE}")
     return cfg
 
 

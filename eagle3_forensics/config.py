@@ -18,6 +18,7 @@ SPECULATORS = "speculators_config"
 
 AUX_FIELD = "eagle_aux_hidden_state_layer_ids"
 NORM_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+MAX_DECODER_LAYERS = 1024  # far above any real drafter (1-3 layers)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,13 @@ class DrafterConfig:
 
     @property
     def num_hidden_layers(self) -> int | None:
-        return self.int_field("num_hidden_layers")
+        """Configured decoder layers, capped at :data:`MAX_DECODER_LAYERS`.
+
+        Per-layer work (the engine load simulation expands parameters per layer) must stay
+        bounded on an absurd value such as ``10**12``; ``int_field("num_hidden_layers")`` keeps it.
+        """
+        value = self.int_field("num_hidden_layers")
+        return None if value is None else min(value, MAX_DECODER_LAYERS)
 
     @property
     def architectures(self) -> list[str]:

@@ -21,6 +21,13 @@ from ..vocab import VocabClassification, classify_mapping
 SMALL_TENSOR_ELEMENTS = 1 << 22
 
 
+def _numpy_ready(t: torch.Tensor | None) -> torch.Tensor | None:
+    """bfloat16 / float8 have no numpy dtype: widen them to float32 (still reported as a non-integer map)."""
+    if t is not None and t.is_floating_point() and t.dtype not in (torch.float16, torch.float32, torch.float64):
+        return t.float()
+    return t
+
+
 @dataclass
 class Context:
     ckpt: Checkpoint
@@ -95,8 +102,8 @@ class Context:
     @cached_property
     def vocab(self) -> VocabClassification:
         d2t_name, t2d_name = self.find("d2t"), self.find("t2d")
-        d2t = self.tensor(d2t_name) if d2t_name else None
-        t2d = self.tensor(t2d_name) if t2d_name else None
+        d2t = _numpy_ready(self.tensor(d2t_name)) if d2t_name else None
+        t2d = _numpy_ready(self.tensor(t2d_name)) if t2d_name else None
         return classify_mapping(d2t, t2d, self.target_vocab_size, self.draft_vocab_size)
 
     @property

@@ -30,8 +30,9 @@ def check_target_fit(ctx: Context) -> Iterator[Finding]:
     if t.hidden_size is not None and ht is not None and ht != t.hidden_size:
         problems.append(f"drafter expects target hidden size {ht}, the target has {t.hidden_size}")
     verifier = cfg.get("verifier")
-    if (isinstance(verifier, dict) and verifier.get("architectures") and t.architectures
-            and list(verifier["architectures"]) != t.architectures):
+    if (isinstance(verifier, dict) and isinstance(verifier.get("architectures"), list)
+            and verifier["architectures"] and t.architectures
+            and [str(a) for a in verifier["architectures"]] != t.architectures):
         problems.append(f"trained for verifier {verifier['architectures']}, target is {t.architectures}")
     if problems:
         yield Finding("TARGET_MISMATCH", Severity.ERROR, "; ".join(problems) + ".",
@@ -78,6 +79,20 @@ def _embedding_equality(ctx: Context) -> Iterator[Finding]:
                               "stale copy collapses acceptance.")
 
 
+def _nested_theta(params: Any) -> Any:
+    return params.get("rope_theta") if isinstance(params, dict) else None
+
+
+def _number(value: Any) -> float | None:
+    """A config value as a float; ``None`` when absent or not a number (a malformed config must not crash)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float range
+        return None
+
+
 def check_rope(ctx: Context) -> Iterator[Finding]:
     cfg = ctx.cfg
     has_new = cfg.get("rope_parameters") is not None
@@ -94,10 +109,11 @@ def check_rope(ctx: Context) -> Iterator[Finding]:
     t = ctx.target
     if t is None:
         return
-    d_theta = cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta")
+    d_theta = cfg.get("rope_theta") or _nested_theta(cfg.get("rope_parameters"))
     trope = t.rope()
-    t_theta = trope.get("rope_theta") or (trope.get("rope_parameters") or {}).get("rope_theta")
-    if d_theta is not None and t_theta is not None and float(d_theta) != float(t_theta):
+    t_theta = trope.get("rope_theta") or _nested_theta(trope.get("rope_parameters"))
+    d_num, t_num = _number(d_theta), _number(t_theta)
+    if d_num is not None and t_num is not None and d_num != t_num:
         yield Finding("ROPE_MISMATCH", Severity.WARNING,
                       f"The drafter's rope_theta ({d_theta}) differs from the target's ({t_theta}).",
                       evidence={"drafter_rope_theta": d_theta, "target_rope_theta": t_theta},
