@@ -444,3 +444,229 @@ def test_selection_helper_is_ascending() -> None:
     sel = _selection(100, 30, seed=1, leading=5)
     assert sel[:5].tolist() == list(range(5))
     assert (np.diff(sel) > 0).all()
+
+
+# -- streaming counts, the SpecForge tie-break, comparison, fixes, lm_head rows --------------------------
+
+from eagle3_forensics.vocab import (  # noqa: E402
+    VocabPaddingWarning,
+    check_lm_head_rows,
+    compare_mappings,
+    count_token_ids,
+    mapping_fingerprint,
+    select_draft_vocab,
+    selected_ids,
+    suggest_d2t_fix,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::eagle3_forensics.vocab.VocabPaddingWarning")
+
+
+def reference_specforge_rows(rows: list[list[int]], masks: list[list[bool]] | None, draft: int) -> list[int]:
+    """SpecForge as written: per row ``unique(return_counts)`` then ``Counter.update``, pad from
+    ``range(v)``, ``most_common(v)`` (ties by insertion order: first row, then ascending id)."""
+    counts: Counter[int] = Counter()
+    for k, row in enumerate(rows):
+        kept = [t for j, t in enumerate(row) if masks is None or masks[k][j]]
+        uniq = sorted(set(kept))
+        counts.update({t: kept.count(t) for t in uniq})
+    if len(counts) < draft:
+        for t in sorted(set(range(draft)) - set(counts)):
+            counts[t] = 0
+            if len(counts) >= draft:
+                break
+    return sorted(t for t, _ in counts.most_common(draft))
+
+
+@st.composite
+def row_corpora(draw: Any) -> tuple[int, int, list[list[int]], list[list[bool]] | None]:
+    vocab = draw(st.integers(2, 30))
+    draft = draw(st.integers(1, vocab))
+    n_rows = draw(st.integers(1, 6))
+    alphabet = st.integers(0, vocab - 1) | st.sampled_from([vocab - 1, vocab // 2, 0])
+    width = draw(st.integers(1, 12))
+    rows = [draw(st.lists(alphabet, min_size=width, max_size=width)) for _ in range(n_rows)]
+    masks = None
+    if draw(st.booleans()):
+        masks = [draw(st.lists(st.booleans(), min_size=width, max_size=width)) for _ in rows]
+    return vocab, draft, rows, masks
+
+
+@PROPS
+@given(row_corpora(), st.sampled_from([1, 2, 5, 16, 1 << 20]))
+def test_prop_first_row_matches_specforge(data: Any, block: int) -> None:
+    vocab, draft, rows, masks = data
+    tokens = _counted(rows, masks)
+    if not tokens:
+        return
+    ids = np.asarray(rows, dtype=np.int64)
+    mask = None if masks is None else np.asarray(masks, dtype=bool)
+    ref = reference_specforge_rows(rows, masks, draft)
+    # one 2-D array, one array per row, and (ids, mask) pairs: the same rows, the same answer
+    pairs = [(r, None if mask is None else mask[k]) for k, r in enumerate(ids)]
+    # re-readable forms settle ties by re-reading one block; one-shot iterators track exact keys
+    forms: list[tuple[Any, Any]] = [(ids, mask), (tuple(ids), None if mask is None else tuple(mask)),
+                                    (pairs, None), (iter(pairs), None), (lambda: iter(pairs), None)]
+    for token_ids, loss_mask in forms:
+        m = build_vocab_mapping(token_ids, draft, vocab, loss_mask=loss_mask, tie_break="first_row",
+                                block_tokens=block)
+        assert m.selected.tolist() == ref
+    for tie, ref_fn in (("id", reference_speculators), ("first_seen", reference_specforge)):
+        for token_ids in (ids, iter(list(ids)), lambda: iter(list(ids))):
+            loss = mask if token_ids is ids else (None if mask is None else iter(list(mask)))
+            if callable(token_ids):
+                loss = None if mask is None else tuple(mask)
+            m = build_vocab_mapping(token_ids, draft, vocab, loss_mask=loss, tie_break=tie, block_tokens=block)
+            assert m.selected.tolist() == ref_fn(tokens, draft)
+
+
+@PROPS
+@given(corpora(), st.sampled_from(["id", "first_seen", "first_row"]), st.integers(1, 9))
+def test_prop_block_size_never_changes_the_map(data: Any, tie_break: str, block: int) -> None:
+    vocab, draft, chunks, masks = data
+    if not _counted(chunks, masks):
+        return
+    as_arrays = tuple(np.asarray(c, dtype=np.int64) for c in chunks)
+    mask_arrays = None if masks is None else tuple(np.asarray(m, dtype=bool) for m in masks)
+    small = build_vocab_mapping(as_arrays, draft, vocab, loss_mask=mask_arrays, tie_break=tie_break,
+                                block_tokens=block)
+    large = build_vocab_mapping(as_arrays, draft, vocab, loss_mask=mask_arrays, tie_break=tie_break)
+    assert torch.equal(small.d2t, large.d2t) and torch.equal(small.t2d, large.t2d)
+    assert np.array_equal(small.counts, large.counts)
+
+
+def test_first_row_differs_from_first_seen() -> None:
+    rows = np.array([[5, 3], [9, 1]])  # every id once; 5 is seen first, 3 is the smallest in row 0
+    assert build_vocab_mapping(rows, 1, 10, tie_break="first_row").selected.tolist() == [3]
+    assert build_vocab_mapping(rows, 1, 10, tie_break="first_seen").selected.tolist() == [5]
+    assert build_vocab_mapping(rows, 1, 10, tie_break="id").selected.tolist() == [1]
+    assert reference_specforge_rows(rows.tolist(), None, 1) == [3]
+
+
+def test_streaming_inputs_and_mask_semantics() -> None:
+    rng = np.random.default_rng(5)
+    ids = rng.integers(0, 50, size=(40, 30))
+    mask = rng.integers(0, 3, size=(40, 30))  # only == 1 counts, as the trainers' loss_mask == 1
+    expect = np.bincount(ids[mask == 1], minlength=50)
+    gen = ((ids[i:i + 7], mask[i:i + 7]) for i in range(0, 40, 7))
+    m = build_vocab_mapping(gen, 20, 50, tie_break="first_row", block_tokens=64)
+    assert m.counts.tolist() == expect.tolist()
+    ref = build_vocab_mapping(ids, 20, 50, loss_mask=mask == 1, tie_break="first_row")
+    assert torch.equal(m.t2d, ref.t2d)
+    tc = count_token_ids(torch.from_numpy(ids).to(torch.int32), 50, torch.from_numpy(mask == 1), block_tokens=100)
+    assert tc.counts.tolist() == expect.tolist() and tc.tokens == ids.size and tc.rows == 40
+    assert select_draft_vocab(tc, 20, "id").selected.tolist() == build_vocab_mapping(
+        ids, 20, 50, loss_mask=mask == 1).selected.tolist()
+
+
+@pytest.mark.parametrize("bad", [-1, 50, 10**12])
+def test_out_of_range_anywhere_is_caught(bad: int) -> None:
+    ids = np.zeros((10, 10), dtype=np.int64)
+    ids[9, 9] = bad  # in the last block
+    for mask in (None, np.ones((10, 10), dtype=bool)):
+        with pytest.raises(ValueError, match="token ids must lie"):
+            build_vocab_mapping(ids, 3, 50, loss_mask=mask, block_tokens=7)
+
+
+def test_build_rejects_more_bad_input() -> None:
+    with pytest.raises(ValueError, match="integers"):
+        build_vocab_mapping(np.array([1.5, 2.0]), 1, 10)
+    with pytest.raises(ValueError, match="loss_mask has shape"):
+        build_vocab_mapping(np.zeros((2, 3), dtype=np.int64), 1, 10, loss_mask=np.ones((3, 2), dtype=bool))
+    with pytest.raises(ValueError, match="loss_mask chunks"):
+        build_vocab_mapping((np.array([1]), np.array([2])), 1, 10, loss_mask=(np.array([True]),))
+    with pytest.raises(ValueError, match="target_vocab_size"):
+        build_vocab_mapping(np.array([1]), 1, 0)
+
+
+def test_padding_warns() -> None:
+    with pytest.warns(VocabPaddingWarning, match="padded with the 2 smallest unused ids"):
+        build_vocab_mapping(np.array([7, 7, 9, 0]), 5, 10)
+
+
+def test_selected_ids_fingerprint_and_compare(seed_story: Any) -> None:
+    sel, d2t, t2d = seed_story
+    assert selected_ids(d2t, t2d, V_SEED)[1] == "t2d"
+    for stored, how in ((torch.from_numpy(sel), "absolute"), (absolute_to_offsets(d2t), "double"),
+                        (d2t, "offsets")):
+        got, src = selected_ids(stored, None, V_SEED, v_SEED)
+        assert got.tolist() == sel.tolist() and how in src
+    fp = mapping_fingerprint(V_SEED, sel)
+    assert fp.startswith("sha256:") and fp == mapping_fingerprint(V_SEED, sel[::-1].copy())
+    assert fp != mapping_fingerprint(V_SEED + 1, sel)
+    same = compare_mappings((d2t, t2d), (torch.from_numpy(sel), t2d))
+    assert same.identical and same.jaccard == 1.0 and same.d2t_equal is False
+    assert same.kinds == ("consistent_offsets", "absolute")
+    other_sel = sel.copy()
+    other_sel[-5:] = np.setdiff1d(np.arange(V_SEED), sel)[-5:]
+    other_sel.sort()
+    diff = compare_mappings((d2t, t2d), (_offsets(other_sel), _mask(other_sel, V_SEED)))
+    assert not diff.identical
+    assert diff.common == v_SEED - 5 and diff.only_a.shape == (5,) and diff.only_b.shape == (5,)
+    assert diff.jaccard == pytest.approx((v_SEED - 5) / (v_SEED + 5))
+    d = diff.to_dict()
+    assert d["only_in_a"]["count"] == 5 and d["a"]["fingerprint"] != d["b"]["fingerprint"]
+
+
+def test_suggest_fix_per_kind(seed_story: Any) -> None:
+    """The story's repairs: each broken encoding gets its own fix, verified against t2d."""
+    sel, d2t, t2d = seed_story
+    cases = {
+        "absolute": (torch.from_numpy(sel.copy()), "absolute_to_offsets"),
+        "double_offset": (absolute_to_offsets(d2t), "undo_double_offset"),
+        "identity_default": (torch.zeros(v_SEED, dtype=torch.int64), "d2t_from_t2d"),
+        "missing": (None, "d2t_from_t2d"),
+    }
+    for kind, (stored, fn) in cases.items():
+        fix = suggest_d2t_fix(stored, t2d, V_SEED, v_SEED)
+        assert fix.kind == kind and fix.function == fn and fix.needed
+        assert fix.d2t is not None and torch.equal(fix.d2t, d2t)
+        assert fix.verified and fix.verified_kind == "consistent_offsets"
+    ok = suggest_d2t_fix(d2t, t2d, V_SEED, v_SEED)
+    assert not ok.needed and ok.function is None and torch.equal(ok.d2t, d2t)
+    # no usable t2d and not a recognisable encoding: only the data can tell
+    perm = sel.copy()
+    perm[[3, 40]] = perm[[40, 3]]
+    data = suggest_d2t_fix(_offsets(perm), None, V_SEED, v_SEED)
+    assert data.d2t is None and data.function == "build_vocab_mapping" and not data.verified
+
+
+def test_lm_head_rows_exact_and_heuristic(seed_story: Any) -> None:
+    sel, d2t, t2d = seed_story
+    g = torch.Generator().manual_seed(0)
+    target_head = torch.randn(V_SEED, 16, generator=g)
+    frozen = target_head[torch.from_numpy(sel)].clone()  # speculators >= 0.5: an exact copy
+    ok = check_lm_head_rows(frozen, target_head, d2t, t2d)
+    assert ok.method == "exact" and ok.best == "offsets" and ok.d2t_confirmed is True
+    assert ok.hypotheses["offsets"]["exact_fraction"] == 1.0
+    wrong = check_lm_head_rows(frozen, target_head, absolute_to_offsets(d2t), t2d)  # double offset stored
+    assert wrong.method == "exact" and wrong.best == "double_offset" and wrong.d2t_confirmed is False
+    assert wrong.hypotheses["offsets"]["first_mismatch"] == 1
+    noisy = frozen + 0.01 * torch.randn(frozen.shape, generator=g)
+    heur = check_lm_head_rows(noisy, target_head, torch.from_numpy(sel.copy()), t2d)  # absolute stored
+    assert heur.method == "cosine (heuristic)" and heur.best == "absolute" and heur.d2t_confirmed is False
+    assert heur.baseline_cosine is not None and heur.baseline_cosine < 0.5
+    unrelated = check_lm_head_rows(torch.randn(v_SEED, 16, generator=g), target_head, d2t, t2d)
+    assert unrelated.best is None and unrelated.d2t_confirmed is None
+    with pytest.raises(ValueError, match="hidden size"):
+        check_lm_head_rows(frozen[:, :8], target_head, d2t, t2d)
+
+
+@PROPS
+@given(st.lists(st.integers(0, 11), min_size=1, max_size=80), st.integers(1, 12), st.integers(1, 9),
+       st.sampled_from(["id", "first_seen", "first_row"]))
+def test_prop_one_long_row_split_across_blocks(tokens: list[int], draft: int, block: int, tie_break: str) -> None:
+    """A flat 1-D corpus is one row, however many blocks it spans (each piece is not a new row)."""
+    flat = np.asarray(tokens, dtype=np.int64)
+    ref = {"id": reference_speculators, "first_seen": reference_specforge}.get(tie_break)
+    expect = ref(tokens, draft) if ref else reference_specforge_rows([tokens], None, draft)
+    for form in (flat, iter([flat]), lambda: iter([flat])):
+        got = build_vocab_mapping(form, draft, 12, tie_break=tie_break, block_tokens=block)
+        assert got.selected.tolist() == expect
+
+
+def test_counts_without_tracking_cannot_break_ties() -> None:
+    tc = count_token_ids(np.array([3, 5]), 10)
+    with pytest.raises(ValueError, match="track='first_row'"):
+        select_draft_vocab(tc, 1, "first_row")
+    assert select_draft_vocab(tc, 2, "first_row").selected.tolist() == [3, 5]  # no tie to break
