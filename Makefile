@@ -19,8 +19,9 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)  ## create .venv (Python 3.11, torch 2.13.0 CPU) and install the package with dev extras
 
-data: setup  ## regenerate the deterministic demo drafters under data/demo/
+data: setup  ## regenerate the deterministic demo world (trained target + drafters, corpus) under data/demo/
 	$(PY) -m eagle3_forensics make-demo data/demo
+	$(PY) -m eagle3_forensics.demo_corpus data/demo
 
 report: setup  ## run the notebooks over every demo drafter and write reports/index.html
 	$(PY) -m eagle3_forensics report --out reports
@@ -35,8 +36,10 @@ lint: setup  ## ruff + mypy only
 	$(VENV)/bin/ruff format --check eagle3_forensics tests benchmarks scripts
 	$(VENV)/bin/mypy
 
-bench: setup  ## run the benchmarks (prints side-by-side ratios)
+bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in one run)
 	$(PY) benchmarks/bench_diagnose.py
+	$(PY) benchmarks/bench_vocab.py
+	$(PY) benchmarks/bench_probe.py
 
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf reports build .pytest_cache .mypy_cache .ruff_cache

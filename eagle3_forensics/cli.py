@@ -57,7 +57,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_make_demo(args: argparse.Namespace) -> int:
     from .demo import make_demo
 
-    paths = make_demo(args.out)
+    paths = make_demo(args.out, log=lambda msg: print(msg, file=sys.stderr, flush=True))
     for name, path in paths.items():
         print(f"{name:20} {path}")
     return 0
@@ -67,6 +67,47 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .report import build_demo_report
 
     return build_demo_report(args.out, demo_dir=args.demo, timeout=args.timeout)
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    from .repair import RepairArgumentError, render_repair, repair
+
+    trust = "t2d" if args.trust_t2d else "d2t" if args.trust_d2t else None
+    try:
+        result = repair(args.path, args.engine, args.out, target=args.target,
+                        rebuild_vocab_from=args.rebuild_vocab_from, trust=trust,
+                        dry_run=args.dry_run, force=args.force)
+    except RepairArgumentError as exc:
+        if args.json:
+            _print_json({"status": "unusable", "exit_code": EXIT_UNUSABLE, "message": str(exc)})
+        sys.stderr.write(f"eagle3-forensics: {' '.join(str(exc).split())}\n")
+        return EXIT_UNUSABLE
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        print(render_repair(result))
+    if result.exit_code == EXIT_UNUSABLE:
+        sys.stderr.write(f"eagle3-forensics: {' '.join(result.message.split())}\n")
+    return result.exit_code
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from .probe import probe, render_probe
+
+    result = probe(args.drafter, args.target, args.prompts, k=args.k, max_new_tokens=args.max_new_tokens,
+                   device=args.device, engine=args.engine, teacher_forced=not args.no_teacher_forced,
+                   sweep=not args.no_sweep)
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        print(render_probe(result))
+    return 0 if result.lossless else 1
+
+
+def cmd_vocab(args: argparse.Namespace) -> int:
+    from .vocab_cli import run
+
+    return run(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,6 +127,21 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true")
     i.set_defaults(func=cmd_inspect)
 
+    rp = sub.add_parser("repair", help="write an engine-ready copy of a drafter (never modifies the source)")
+    rp.add_argument("path", help="drafter directory (read only)")
+    rp.add_argument("--engine", required=True, choices=["sglang", "vllm"], help="engine to make it ready for")
+    rp.add_argument("--out", required=True, help="output directory (must not exist unless --force)")
+    rp.add_argument("--target", help="target model directory (cross-checks; embedding when one must be shipped)")
+    rp.add_argument("--rebuild-vocab-from", metavar="FILE",
+                    help="token ids (input_ids [+ loss_mask]) to rebuild d2t/t2d from when t2d cannot be trusted")
+    trust = rp.add_mutually_exclusive_group()
+    trust.add_argument("--trust-t2d", action="store_true", help="when d2t and t2d disagree, rebuild d2t from t2d")
+    trust.add_argument("--trust-d2t", action="store_true", help="when d2t and t2d disagree, rebuild t2d from d2t")
+    rp.add_argument("--dry-run", action="store_true", help="print the plan; write nothing")
+    rp.add_argument("--force", action="store_true", help="replace an existing --out")
+    rp.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    rp.set_defaults(func=cmd_repair)
+
     m = sub.add_parser("make-demo", help="regenerate the deterministic demo drafters")
     m.add_argument("out", nargs="?", default="data/demo")
     m.set_defaults(func=cmd_make_demo)
@@ -95,6 +151,27 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--demo", default="data/demo")
     r.add_argument("--timeout", type=int, default=300, help="per-notebook execution timeout (s)")
     r.set_defaults(func=cmd_report)
+
+    pr = sub.add_parser("probe", help="live speculative decoding with an EAGLE-3 drafter: acceptance, lossless "
+                                      "check, speed, teacher-forced estimate, aux-layer sweep")
+    pr.add_argument("drafter", help="drafter directory (config.json + weights)")
+    pr.add_argument("--target", required=True, help="target model directory (local Hugging Face causal LM)")
+    pr.add_argument("--prompts", required=True, help=".jsonl ({\"prompt\": ...} per line) or one prompt per line")
+    pr.add_argument("--k", type=int, default=3, help="draft tokens per cycle (default 3)")
+    pr.add_argument("--max-new-tokens", type=int, default=64, help="new tokens per prompt (default 64)")
+    pr.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                    help="auto: CUDA (bf16) when present, else the CPU (fp32)")
+    pr.add_argument("--engine", default="reference", choices=["reference", *ENGINE_NAMES],
+                    help="load the drafter as its writer meant it (reference) or as this engine would")
+    pr.add_argument("--no-sweep", action="store_true", help="skip the aux-layer sweep")
+    pr.add_argument("--no-teacher-forced", action="store_true", help="skip the teacher-forced estimate")
+    pr.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    pr.set_defaults(func=cmd_probe)
+
+    from .vocab_cli import add_parser as add_vocab_parser  # vocab classify | build | compare | coverage
+
+    add_vocab_parser(sub, _Parser)
+    sub.choices["vocab"].set_defaults(func=cmd_vocab)
     return p
 
 
