@@ -110,6 +110,26 @@ def _single_threaded(fn: Callable[[Context], list[Finding]], ctx: Context) -> li
         torch.set_num_threads(before)
 
 
+def _with_repair_hints(findings: list[Finding], path: str) -> list[Finding]:
+    """Append the ``repair`` command to error fixes that ``repair`` handles for that engine.
+
+    Which codes it handles is ``repair.POLICY`` (one table); a refusal there keeps the manual fix.
+    """
+    from dataclasses import replace
+
+    from .repair import FIX, POLICY, REPAIRABLE_ENGINES
+
+    out = []
+    for f in findings:
+        policy = POLICY.get(f.code)
+        if (f.severity is Severity.ERROR and f.engine in REPAIRABLE_ENGINES and policy is not None
+                and policy.action == FIX and not policy.refuses(f)):
+            hint = f"Automated: eagle3-forensics repair {path} --engine {f.engine} --out DST."
+            f = replace(f, fix=f"{f.fix} {hint}" if f.fix else hint)
+        out.append(f)
+    return out
+
+
 def unreadable(path: str | Path, engines: list[str], reason: str) -> Diagnosis:
     finding = Finding("CHECKPOINT_UNREADABLE", Severity.ERROR, reason,
                       evidence={"path": str(path), "reason": reason},
@@ -133,7 +153,7 @@ def diagnose(
         tinfo = open_target(target) if target is not None else None
         explicit = not (engines is None or engines == "all" or (not isinstance(engines, str) and "all" in engines))
         ctx = Context(ckpt, names, tinfo, explicit_engines=explicit)
-        findings = sort_findings(_single_threaded(run_checks, ctx))
+        findings = sort_findings(_with_repair_hints(_single_threaded(run_checks, ctx), str(path)))
         return Diagnosis(str(path), ctx.fmt.label, names, findings, ctx.loads, ctx.fmt, tinfo)
     except UnusableInputError as exc:
         return unreadable(path, names, str(exc))

@@ -42,6 +42,7 @@ import re
 import secrets
 import shutil
 import struct
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -1614,3 +1615,36 @@ __all__ = [
     "stale_temp_dirs",
     "tensor_sha256",
 ]
+
+
+def repair_overview(
+    src: str | Path,
+    *,
+    target: str | Path | None = None,
+    engines: tuple[str, ...] = REPAIRABLE_ENGINES,
+) -> list[dict[str, Any]]:
+    """Repair ``src`` for each engine into a throw-away directory and re-diagnose the result.
+
+    One row per engine: what was wrong, what repair did (or why it refused), and what ``diagnose``
+    says about the written copy. ``src`` is only read; nothing is left behind.
+    """
+    rows: list[dict[str, Any]] = []
+    if not (Path(src) / "config.json").is_file():
+        return [{"engine": "-", "status": "skipped", "refused because": f"{src} is not a drafter directory"}]
+    with tempfile.TemporaryDirectory(prefix="e3f-repair-") as tmp:
+        for engine in engines:
+            out = Path(tmp) / engine
+            result = repair(src, engine, out, target=target)
+            plan = result.plan
+            after = result.verification
+            rows.append({
+                "engine": engine,
+                "errors before": ", ".join(sorted({f.code for f in plan.source_errors()})) if plan else "",
+                "status": result.status,
+                "steps": "; ".join(f"{s.kind}: {s.description}" for s in plan.steps)[:400] if plan else "",
+                "refused because": "; ".join(r.reason for r in plan.refusals) if plan else result.message,
+                "errors after": (", ".join(sorted({f.code for f in after.findings if f.severity is Severity.ERROR
+                                                   and f.engine in (None, engine)})) if after else ""),
+                "verdict after": after.verdict(engine) if after else "",
+            })
+    return rows
