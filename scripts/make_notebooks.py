@@ -93,6 +93,7 @@ from eagle3_forensics.display import (
     format_html,
     key_fates_html,
     load_table,
+    repair_table,
     show_table,
     tensor_table,
     verdict_html,
@@ -126,6 +127,14 @@ parameters that no checkpoint tensor fills (they stay at initialisation).
         code("HTML(key_fates_html(d, engine))"),
         md("## Findings and fixes"),
         code("HTML(findings_html(d))"),
+        md("""
+## Repair, and diagnose again
+
+`eagle3-forensics repair` writes an engine-ready copy (never touching the original) for each engine
+it supports, here into a throw-away directory, and re-runs `diagnose` on the copy. A refusal names
+the reason and the options.
+"""),
+        code("show_table(repair_table(checkpoint, target))"),
         md(
             "## Machine-readable record\n\nWritten to the file named by `$E3F_RECORD` (nothing is written when it is unset)."
         ),
@@ -182,6 +191,7 @@ tie_break = "id"  # "id" (speculators), "first_seen" (EAGLE) or "first_row" (Spe
         code("""
 %matplotlib inline
 from eagle3_forensics.coverage import token_table
+from eagle3_forensics.display import repair_table, show_table
 from eagle3_forensics.plots import plot_d2t_staircase, plot_offset_histogram, plot_selected_density
 from eagle3_forensics.record import record
 from eagle3_forensics.vocab import classify_mapping, compare_mappings, suggest_d2t_fix
@@ -282,6 +292,13 @@ fix_table(fix)
 """),
         code('plot_d2t_staircase(fix.d2t, m.t2d, title="after the fix")'),
         code("first_entries_table(fix.d2t, m.t2d)"),
+        md("""
+## Repair on disk, and diagnose again
+
+The same fix as a checkpoint: `eagle3-forensics repair` writes an engine-ready copy for each engine
+it supports (here into a throw-away directory; the original is never touched) and re-runs `diagnose`.
+"""),
+        code("show_table(repair_table(checkpoint, target))"),
         md("## Machine-readable record\n\nWritten to the file named by `$E3F_RECORD` (nothing is written when it is unset)."),
         code("""
 record("vocab_kind", cls.kind)
