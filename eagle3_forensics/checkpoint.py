@@ -197,15 +197,18 @@ def _pickle_refusal_reason(exc: BaseException) -> str:
     return _one_line(Exception(m.group(1) if m and m.group(1).strip() else text))[:200]
 
 
-def _load_bin(file: Path) -> dict[str, torch.Tensor]:
-    """Load a ``.bin`` state dict safely: ``weights_only=True``, mmap when the format allows."""
+def safe_torch_load(file: Path) -> Any:
+    """``torch.load`` that never executes a pickle: ``weights_only=True``, mmap when the format allows.
+
+    The one place the package unpickles; a refused pickle becomes a one-line :class:`UnusableInputError`.
+    """
     if not file.is_file():
-        raise UnusableInputError(f"weights file missing: {file}", path=str(file))
+        raise UnusableInputError(f"file missing: {file}", path=str(file))
     mmap = zipfile.is_zipfile(file)  # mmap needs the zip-based format (torch >= 1.6)
     try:
         with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": stderr must stay one line
             warnings.simplefilter("ignore")
-            obj = torch.load(str(file), map_location="cpu", weights_only=True, mmap=mmap)
+            return torch.load(str(file), map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
         reason = _pickle_refusal_reason(exc)
         raise UnusableInputError(
@@ -215,6 +218,13 @@ def _load_bin(file: Path) -> dict[str, torch.Tensor]:
         ) from None
     except Exception as exc:
         raise UnusableInputError(f"unreadable PyTorch file {file}: {_one_line(exc)}", path=str(file)) from None
+
+
+def _load_bin(file: Path) -> dict[str, torch.Tensor]:
+    """Load a ``.bin`` state dict safely (see :func:`safe_torch_load`)."""
+    if not file.is_file():
+        raise UnusableInputError(f"weights file missing: {file}", path=str(file))
+    obj = safe_torch_load(file)
     if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
         obj = obj["state_dict"]
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):

@@ -24,8 +24,6 @@ Also here (the other inputs of vocabulary forensics):
 from __future__ import annotations
 
 import json
-import pickle
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .checkpoint import safe_torch_load
 from .errors import UnusableInputError
 from .vocab import (
     LmHeadRowCheck,
@@ -122,13 +121,7 @@ def load_token_ids(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
             raise UnusableInputError(f"unreadable safetensors file {p}: {_one_line(exc)}", path=str(p)) from None
         return _from_mapping(obj, p)
     if suffix in (".pt", ".pth"):
-        try:
-            loaded = torch.load(str(p), map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(p))
-        except pickle.UnpicklingError as exc:
-            raise UnusableInputError(f"refused to unpickle {p.name}: it needs objects beyond plain tensors "
-                                     f"(never executed): {_one_line(exc)}", path=str(p)) from None
-        except Exception as exc:
-            raise UnusableInputError(f"unreadable PyTorch file {p}: {_one_line(exc)}", path=str(p)) from None
+        loaded = safe_torch_load(p)
         if isinstance(loaded, torch.Tensor):
             return _check(_as_array(loaded, IDS_KEY, p), None, p)
         if not isinstance(loaded, dict):
@@ -589,13 +582,7 @@ def _tensor_dict_from_file(p: Path) -> dict[str, Any]:
         except Exception as exc:
             raise UnusableInputError(f"unreadable safetensors file {p}: {_one_line(exc)}", path=str(p)) from None
     if suffix in (".pt", ".pth", ".bin"):
-        try:
-            obj = torch.load(str(p), map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(p))
-        except pickle.UnpicklingError as exc:
-            raise UnusableInputError(f"refused to unpickle {p.name}: it needs objects beyond plain tensors "
-                                     f"(never executed): {_one_line(exc)}", path=str(p)) from None
-        except Exception as exc:
-            raise UnusableInputError(f"unreadable PyTorch file {p}: {_one_line(exc)}", path=str(p)) from None
+        obj = safe_torch_load(p)
         if not isinstance(obj, dict):
             raise UnusableInputError(f"{p} holds a {type(obj).__name__}, expected a dict with 'd2t'/'t2d'",
                                      path=str(p))
