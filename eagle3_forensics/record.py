@@ -54,3 +54,51 @@ def record(name: str, value: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+# -- standard records the runner understands ---------------------------------------------------------
+
+
+def finding_records(diagnosis: Any) -> list[dict[str, Any]]:
+    """Every finding of a :class:`~eagle3_forensics.diagnose.Diagnosis` as ``{code, severity, engine}``."""
+    return [
+        {"code": f.code, "severity": f.severity.value, "engine": f.engine}
+        for f in diagnosis.findings
+    ]
+
+
+def record_diagnosis(diagnosis: Any) -> None:
+    """Record ``verdict``, ``counts`` (by severity), ``codes`` and ``findings`` (code + severity + engine)."""
+    record("verdict", diagnosis.verdict())
+    record("counts", diagnosis.counts())
+    record("codes", list(dict.fromkeys(f.code for f in diagnosis.findings)))
+    record("findings", finding_records(diagnosis))
+
+
+def acceptance_metrics(value: Any) -> dict[str, Any] | None:
+    """The gateable probe metrics of a ``ProbeResult`` (or its ``to_dict()``, or this function's own
+    output): acceptance length, per-position cumulative/conditional acceptance and the settings
+    they were measured with. ``None`` when ``value`` holds no probe result."""
+    if value is None:
+        return None
+    if hasattr(value, "to_dict") and not isinstance(value, dict):
+        value = value.to_dict()
+    if not isinstance(value, dict) or "acceptance_length" not in value:
+        return None
+    pp = value.get("per_position")
+    if isinstance(pp, dict):
+        cumulative, conditional = pp.get("cumulative"), pp.get("conditional")
+    else:
+        cumulative, conditional = pp, value.get("per_position_conditional")
+    keys = ("engine", "k", "prompts", "max_new_tokens", "device", "lossless", "acceptance_rate",
+            "tokens_per_s", "speedup_vs_greedy")
+    out: dict[str, Any] = {"acceptance_length": value["acceptance_length"],
+                           "per_position": list(cumulative or []),
+                           "per_position_conditional": list(conditional or [])}
+    out.update({k: value[k] for k in keys if k in value})
+    return out
+
+
+def record_acceptance(result: Any, name: str = "acceptance") -> None:
+    """Record a probe result's gateable metrics (see :func:`acceptance_metrics`); ``None`` records ``None``."""
+    record(name, acceptance_metrics(result))

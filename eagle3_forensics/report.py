@@ -1,119 +1,76 @@
-"""``eagle3-forensics report``: run the notebooks over every demo drafter and write HTML reports.
+"""HTML reports: executed notebooks -> self-contained HTML, the run index, ``eagle3-forensics report``.
 
-For each drafter directory under ``<demo_dir>/drafters/`` and each report notebook, the runner
-executes the notebook with papermill (kernel ``python3``, working directory ``notebooks/``,
-the drafter and target as absolute paths), reads back the JSON sidecar the notebook writes via
-:func:`eagle3_forensics.record.record`, renders the executed notebook to one self-contained HTML
-file with the code hidden (failed runs included, so the papermill error banner is visible),
-and writes ``index.html`` and ``summary.json`` over all runs.
+:func:`render_html` turns one executed notebook into one HTML file that works offline as a single
+attachment: code cells hidden (unless asked for), figures as inline PNG, no scripts at all (the
+CDN scripts of the lab template are removed, widget views and widget state and JavaScript
+outputs are dropped — widgets in the notebooks render a static fallback, see
+:mod:`eagle3_forensics.widgets`), and a Content-Security-Policy that forbids scripts and remote
+fetches as defence in depth behind the escaping in :mod:`eagle3_forensics.display`. A header with
+the drafter, notebook, status, duration and parameters (all escaped) replaces the invisible
+injected-parameters cell.
 
-Findings in the deliberately broken demo drafters are results, not failures: the exit code is
-0 when every notebook ran and 1 when any notebook failed to execute.
+:func:`index_html` renders a run summary (see :mod:`eagle3_forensics.runner`) as the overview
+page. :func:`build_demo_report` is the older ``eagle3-forensics report`` command: notebook 01 over
+every demo drafter, through the same runner.
 """
 
 from __future__ import annotations
 
-import html
-import json
-import os
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from .errors import UnusableInputError
-from .record import ENV_VAR, read_records
+from .display import VERDICT_COLOURS, esc
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 REPORT_NOTEBOOKS = ("01_checkpoint_keys",)
-KERNEL_NAME = "python3"
 
 # Defence in depth behind the escaping in eagle3_forensics.display: no script, no remote fetch.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:"
 _CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-# The lab template minus the scripts it loads from CDNs (require.js, MathJax, Mermaid): the
-# reports hold only escaped HTML tables and text, so each file works offline as one attachment.
+# The lab template minus the scripts it loads from CDNs (require.js, MathJax, Mermaid, the widget
+# manager), plus a header with what ran.
 _TEMPLATE_NAME = "e3f_report.html.j2"
 _TEMPLATE = (
     "{%- extends 'lab/index.html.j2' -%}\n"
     "{%- block html_head_js_requirejs -%}" + _CSP_META + "{%- endblock html_head_js_requirejs -%}\n"
     "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}\n"
     "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}\n"
+    "{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}\n"
+    "{%- block body_header -%}{{ super() }}{{ resources.e3f_header or '' }}{%- endblock body_header -%}\n"
 )
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+_SCRIPT_MIMES = ("application/javascript", "text/javascript", "application/vnd.jupyter.widget-state+json")
 
 
-@dataclass
-class RunResult:
-    drafter: str
-    notebook: str
-    parameters: dict[str, Any]
-    status: str = "failed"  # ok | failed
-    duration_s: float = 0.0
-    verdict: str | None = None
-    counts: dict[str, int] = field(default_factory=dict)
-    codes: list[str] = field(default_factory=list)
-    error: str | None = None
-    html: str | None = None
-    executed_notebook: str | None = None
-    record: str | None = None
+def _strip_interactive(nb: Any) -> None:
+    """Drop widget state, widget views and JavaScript outputs (the report is static and script-free)."""
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for out in cell.get("outputs", []):
+            data = out.get("data")
+            if isinstance(data, dict):
+                is_widget = _WIDGET_VIEW in data
+                for mime in (_WIDGET_VIEW, *_SCRIPT_MIMES):
+                    data.pop(mime, None)
+                if is_widget and set(data) <= {"text/plain"}:
+                    continue  # a bare widget repr ("VBox(children=...)") is an empty box in a report
+                if not data:
+                    continue
+            kept.append(out)
+        cell["outputs"] = kept
 
 
-def _one_line(exc: BaseException) -> str:
-    ename = getattr(exc, "ename", None) or type(exc).__name__
-    evalue = getattr(exc, "evalue", None)
-    text = str(evalue) if evalue is not None else str(exc)
-    return " ".join(f"{ename}: {text}".split())[:500]
+def render_html(executed: Path, destination: Path, title: str, header_html: str | None = None,
+                show_code: bool = False) -> None:
+    """Render an executed notebook to one self-contained HTML file (code cells hidden by default).
 
-
-@contextmanager
-def _env(**values: str) -> Iterator[None]:
-    """Set environment variables for kernels started inside the block (they inherit ours)."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def run_notebook(
-    notebook: Path,
-    output: Path,
-    parameters: dict[str, Any],
-    record_file: Path,
-    timeout: int = 300,
-    cwd: Path | None = None,
-) -> None:
-    """Execute one notebook with papermill; raises on any failure (the output is still written)."""
-    import papermill
-
-    record_file = record_file.resolve()  # the kernel's cwd is ``cwd``, not ours
-    record_file.unlink(missing_ok=True)
-    env = {ENV_VAR: str(record_file), "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
-    with _env(**env):
-        papermill.execute_notebook(
-            str(notebook),
-            str(output),
-            parameters=parameters,
-            cwd=str(cwd or notebook.parent),
-            kernel_name=KERNEL_NAME,
-            execution_timeout=timeout,
-            progress_bar=False,
-            # kernel log lines (TCP-transport warning, shutdown noise) would interleave with the progress lines
-            extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
-        )
-
-
-def render_html(executed: Path, destination: Path, title: str) -> None:
-    """Render an executed notebook to one self-contained HTML file with code cells hidden."""
+    ``header_html`` must already be escaped (see :func:`run_header_html`).
+    """
     import jinja2
     import nbformat
     from nbconvert import HTMLExporter
@@ -121,24 +78,197 @@ def render_html(executed: Path, destination: Path, title: str) -> None:
     exporter = HTMLExporter(
         extra_loaders=[jinja2.DictLoader({_TEMPLATE_NAME: _TEMPLATE})], template_file=_TEMPLATE_NAME
     )
-    exporter.exclude_input = True
-    exporter.exclude_input_prompt = True
+    exporter.exclude_input = not show_code
+    exporter.exclude_input_prompt = not show_code
     exporter.exclude_output_prompt = True
     exporter.embed_images = True
     nb = nbformat.read(str(executed), as_version=4)
+    _strip_interactive(nb)
     # the lab template escapes the title itself (escape_html_keep_quotes): pass it raw
-    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}, "e3f_header": header_html or ""})
     destination.write_text(body, encoding="utf-8")
 
 
-def _drafters(demo: Path) -> list[Path]:
-    root = demo / "drafters"
-    if not root.is_dir():
-        raise UnusableInputError(f"no drafters directory at {root} (create the demo with `make data`)")
-    found = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not found:
-        raise UnusableInputError(f"no drafter directories under {root}")
-    return found
+def _param_value(v: Any) -> str:
+    return repr(v) if not isinstance(v, str) else v
+
+
+def run_header_html(res: dict[str, Any], run_name: str = "") -> str:
+    """The escaped header of one report page: what ran, with which parameters, and how it went."""
+    ok = res.get("status") == "ok"
+    colour = "#2e7d32" if ok else "#c62828"
+    rows = "".join(f"<tr><td><code>{esc(k)}</code></td><td><code>{esc(_param_value(v))}</code></td></tr>"
+                   for k, v in (res.get("parameters") or {}).items())
+    err = f'<div style="color:#c62828;margin-top:0.4em"><b>error</b> {esc(res["error"])}</div>' if res.get("error") else ""
+    return (
+        '<div class="e3f-run-header" style="font-family:system-ui,sans-serif;border:1px solid #ccc;'
+        'border-radius:6px;padding:0.6em 1em;margin:1em 2em">'
+        f'<div><a href="index.html">← index</a>{" · " + esc(run_name) if run_name else ""}</div>'
+        f'<div style="margin-top:0.3em"><b>{esc(res.get("drafter"))}</b> · {esc(res.get("notebook"))} · '
+        f'<b style="color:{colour}">{esc(res.get("status"))}</b> · {float(res.get("duration_s") or 0):.1f} s</div>'
+        f"{err}<details><summary>parameters</summary><table>{rows}</table></details></div>"
+    )
+
+
+# -- the index page ------------------------------------------------------------------------------
+
+
+def _fmt(x: Any, nd: int = 3) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, float):
+        return f"{x:.{nd}f}"
+    return str(x)
+
+
+def _delta(x: Any, against: str = "previous", nd: int = 3) -> str:
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return ""
+    x = round(float(x), nd)
+    if x == 0:
+        return f' <span class="d same">(±0 vs {esc(against)})</span>'
+    cls = "up" if x > 0 else "down"
+    return f' <span class="d {cls}">({x:+.{nd}f} vs {esc(against)})</span>'
+
+
+def _metrics_cell(r: dict[str, Any]) -> str:
+    m = r.get("metrics") or {}
+    ch = r.get("change") or {}
+    parts = []
+    if m.get("acceptance_length") is not None:
+        delta = _delta(ch.get("acceptance_length"))
+        base = (r.get("gate") or {}).get("acceptance_length_baseline")
+        if isinstance(base, (int, float)):
+            delta += _delta(float(m["acceptance_length"]) - base, "baseline")
+        parts.append(f"AL <b>{esc(_fmt(m['acceptance_length']))}</b>{delta}")
+        pp = m.get("per_position") or []
+        if pp:
+            parts.append("per pos " + esc(" / ".join(f"{float(x):.2f}" for x in pp)))
+        if m.get("lossless") is False:
+            parts.append('<b class="bad">not lossless</b>')
+    if m.get("coverage") is not None:
+        parts.append(f"coverage {esc(_fmt(m['coverage']))}{_delta(ch.get('coverage'))}")
+    if m.get("vocab_kind") is not None:
+        parts.append(f"d2t <code>{esc(m['vocab_kind'])}</code>")
+    return "<br>".join(parts) or "–"
+
+
+def _gate_cell(r: dict[str, Any]) -> str:
+    g = r.get("gate") or {}
+    status = g.get("status", "not gated")
+    cls = {"pass": "ok", "fail": "bad"}.get(status, "muted")
+    out = f'<b class="{cls}">{esc(status)}</b>'
+    for p in g.get("problems") or []:
+        out += f'<div class="err">{esc(p)}</div>'
+    for n in g.get("notes") or []:
+        out += f'<div class="note">{esc(n)}</div>'
+    return out
+
+
+def _change_cell(r: dict[str, Any]) -> str:
+    ch = r.get("change")
+    if ch is None:
+        return ""
+    if ch.get("new"):
+        return '<div class="note">new in this run</div>'
+    out = []
+    if ch.get("status"):
+        out.append(f"status {esc(ch['status'])}")
+    if ch.get("errors"):
+        out.append(f"errors {ch['errors']:+d}")
+    if ch.get("codes_added"):
+        out.append("+ " + esc(", ".join(ch["codes_added"])))
+    if ch.get("codes_removed"):
+        out.append("− " + esc(", ".join(ch["codes_removed"])))
+    return f'<div class="note">{"<br>".join(out)}</div>' if out else ""
+
+
+def index_html(summary: dict[str, Any]) -> str:
+    """The overview page of a run: one row per drafter × notebook; every string escaped."""
+    e = esc
+    runs = summary.get("runs") or []
+    gate = summary.get("gate") or {}
+    rows = []
+    for r in runs:
+        verdict = r.get("verdict")
+        colour = VERDICT_COLOURS.get(verdict or "", "#555")
+        v_html = f'<b style="color:{colour}">{e(verdict)}</b>' if verdict else "–"
+        link = f'<a href="{e(quote(r["html"]))}">report</a>' if r.get("html") else "–"
+        ok = r.get("status") == "ok"
+        status = f'<b class="{"ok" if ok else "bad"}">{e(r.get("status"))}</b>'
+        if r.get("error"):
+            status += f'<div class="err">{e(r["error"])}</div>'
+        c = r.get("counts") or {}
+        codes = "<br>".join(f"<code>{e(code)}</code>" for code in r.get("codes") or []) or "–"
+        cls = "row-fail" if (r.get("gate") or {}).get("status") == "fail" else ""
+        rows.append(
+            f'<tr class="{cls}"><td>{e(r.get("drafter"))}</td><td>{e(r.get("notebook"))}</td><td>{status}</td>'
+            f"<td>{v_html}</td>"
+            f'<td class="n">{e(_fmt(c.get("error")))}</td><td class="n">{e(_fmt(c.get("warning")))}</td>'
+            f'<td class="n">{e(_fmt(c.get("info")))}</td><td>{codes}</td><td>{_metrics_cell(r)}{_change_cell(r)}</td>'
+            f'<td>{_gate_cell(r)}</td><td class="n">{float(r.get("duration_s") or 0):.1f}</td><td>{link}</td></tr>'
+        )
+    n_ok = sum(r.get("status") == "ok" for r in runs)
+    if gate.get("baseline"):
+        if gate.get("passed"):
+            banner = f'<p class="banner pass">Regression gate <b>passed</b> against <code>{e(gate["baseline"])}</code>.</p>'
+        else:
+            items = "".join(f"<li>{e(p['drafter'])} · {e(p.get('notebook') or '–')}: {e(p['message'])}</li>"
+                            for p in gate.get("problems") or [])
+            banner = (f'<div class="banner fail"><b>Regression gate FAILED</b> against <code>{e(gate["baseline"])}'
+                      f"</code>:<ul>{items}</ul></div>")
+    else:
+        banner = '<p class="banner muted">No baseline given: only notebook failures are gated.</p>'
+    notes = gate.get("notes") or []
+    notes_html = ""
+    if notes:
+        items = "".join(f"<li>{e(n['drafter'])} · {e(n.get('notebook') or '–')}: {e(n['message'])}</li>" for n in notes)
+        notes_html = f"<details><summary>{len(notes)} gate note(s)</summary><ul>{items}</ul></details>"
+    name = summary.get("name") or "run"
+    title = f"eagle3-forensics · {name}"
+    generated = summary.get("generated") or time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    versions = ", ".join(f"{k} {v}" for k, v in (summary.get("versions") or {}).items() if v)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+{_CSP_META}
+<title>{e(title)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
+table {{ border-collapse: collapse; }}
+th, td {{ border: 1px solid #ccc; padding: 0.35em 0.6em; vertical-align: top; text-align: left; }}
+th {{ background: #f3f3f3; position: sticky; top: 0; }}
+td.n {{ text-align: right; }}
+tr.row-fail td {{ background: #fdecea; }}
+.ok {{ color: #2e7d32; }} .bad {{ color: #c62828; }} .muted {{ color: #757575; }}
+.err {{ color: #c62828; font-size: 0.85em; max-width: 36em; }}
+.note {{ color: #555; font-size: 0.85em; max-width: 36em; }}
+.d.up {{ color: #2e7d32; }} .d.down {{ color: #c62828; }} .d.same {{ color: #757575; }}
+.banner {{ padding: 0.6em 1em; border-radius: 6px; }}
+.banner.pass {{ background: #e8f5e9; }} .banner.fail {{ background: #fdecea; }} .banner.muted {{ background: #f3f3f3; }}
+</style></head><body>
+<h1>{e(title)}</h1>
+<p>{e(summary.get("description") or "")}</p>
+<p>{n_ok}/{len(runs)} notebook runs ok · {len(summary.get("drafters") or [])} drafters ×
+{len(summary.get("notebooks") or [])} notebooks · config <code>{e(summary.get("config") or "–")}</code> ·
+generated {e(generated)} · wall time {e(_fmt(summary.get("wall_s"), 1))} s · {e(summary.get("workers") or 1)} worker(s) ·
+git <code>{e((summary.get("git") or "–")[:12])}</code> · <a href="summary.json">summary.json</a></p>
+{banner}
+{notes_html}
+<table>
+<thead><tr><th>drafter</th><th>notebook</th><th>status</th><th>verdict</th><th>errors</th><th>warnings</th><th>info</th>
+<th>finding codes</th><th>key metrics (change)</th><th>gate</th><th>seconds</th><th>report</th></tr></thead>
+<tbody>
+{chr(10).join(rows)}
+</tbody></table>
+<p class="note">{e(versions)}. Findings in deliberately broken drafters are results, not failures: the gate fails
+on notebook failures, acceptance below baseline − tolerance and error findings the baseline does not expect.</p>
+</body></html>
+"""
+
+
+# -- `eagle3-forensics report` (notebook 01 over every demo drafter) -----------------------------
 
 
 def build_demo_report(
@@ -147,129 +277,29 @@ def build_demo_report(
     timeout: int = 300,
     notebooks: tuple[str, ...] = REPORT_NOTEBOOKS,
     notebooks_dir: str | Path | None = None,
+    workers: int = 2,
+    progress: bool = False,
 ) -> int:
-    """Run every report notebook over every demo drafter; write HTML, index.html and summary.json.
+    """Run ``notebooks`` over every drafter directory under ``<demo_dir>/drafters``; write one HTML
+    report per run, ``index.html`` and ``summary.json``. Returns 0 when every notebook ran, 1 when
+    any failed (failures are recorded and the remaining runs still happen)."""
+    from .runner import config_from_dict, run
 
-    Returns 0 when every notebook ran, 1 when any failed (failures are recorded, and the
-    remaining runs still happen).
-    """
-    out = Path(out_dir).resolve()  # absolute: the kernel runs in notebooks/, not in our cwd
     demo = Path(demo_dir).resolve()
-    nb_dir = Path(notebooks_dir).resolve() if notebooks_dir is not None else NOTEBOOKS_DIR
-    drafters = _drafters(demo)
-    for name in notebooks:
-        if not (nb_dir / f"{name}.ipynb").is_file():
-            raise UnusableInputError(f"notebook {nb_dir / f'{name}.ipynb'} not found")
     target = demo / "target"
-    runs_dir = out / "runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
-
-    results: list[RunResult] = []
-    total = len(drafters) * len(notebooks)
-    for drafter in drafters:
-        for name in notebooks:
-            params = {
-                "checkpoint": str(drafter),
-                "target": str(target) if target.is_dir() else None,
-                "engine": "all",
-            }
-            res = RunResult(drafter.name, name, params)
-            stem = f"{drafter.name}__{name}"
-            executed, sidecar = runs_dir / f"{stem}.ipynb", runs_dir / f"{stem}.record.json"
-            start = time.perf_counter()
-            try:
-                run_notebook(nb_dir / f"{name}.ipynb", executed, params, sidecar, timeout=timeout, cwd=nb_dir)
-                rec = read_records(sidecar)
-                if "verdict" not in rec:
-                    raise RuntimeError("the notebook finished but recorded no verdict")
-                res.status = "ok"
-                res.verdict = rec.get("verdict")
-                res.counts = dict(rec.get("counts") or {})
-                res.codes = list(rec.get("codes") or [])
-            except Exception as exc:  # any failure is recorded; the other runs go on
-                res.error = _one_line(exc)
-            res.duration_s = round(time.perf_counter() - start, 2)
-            if sidecar.exists():
-                res.record = sidecar.relative_to(out).as_posix()
-            if executed.exists():
-                res.executed_notebook = executed.relative_to(out).as_posix()
-                html_path = out / f"{stem}.html"
-                try:
-                    render_html(executed, html_path, f"{drafter.name} · {name}")
-                    res.html = html_path.name
-                except Exception as exc:
-                    res.status = "failed"
-                    res.error = (res.error + "; " if res.error else "") + "HTML rendering: " + _one_line(exc)
-            results.append(res)
-            verdict = res.verdict or "-"
-            detail = f" · {res.error}" if res.error else ""
-            sys.stderr.write(
-                f"[{len(results)}/{total}] {drafter.name} · {name} · {res.status} · "
-                f"{verdict} · {res.duration_s:.1f}s{detail}\n"
-            )
-
-    (out / "summary.json").write_text(
-        json.dumps([asdict(r) for r in results], indent=2) + "\n", encoding="utf-8"
-    )
-    (out / "index.html").write_text(index_html(results, demo), encoding="utf-8")
-    failed = sum(r.status != "ok" for r in results)
-    sys.stderr.write(
-        f"{len(results) - failed}/{len(results)} notebook runs ok; report: {out / 'index.html'}\n"
-    )
-    return 1 if failed else 0
+    data: dict[str, Any] = {
+        "name": "demo drafter reports",
+        "description": "Notebook 01 over every demo drafter. Findings in the deliberately broken demo drafters are "
+                       "expected.",
+        "drafters_from": str(demo / "drafters"),
+        "parameters": {"target": str(target) if target.is_dir() else None},
+        "notebooks": {n: ({"engine": "all"} if n == "01_checkpoint_keys" else {}) for n in notebooks},
+        "timeout": timeout,
+        "workers": workers,
+    }
+    if notebooks_dir is not None:
+        data["notebooks_dir"] = str(Path(notebooks_dir).resolve())
+    return run(config_from_dict(data, base=Path.cwd()), out_dir, progress=progress)
 
 
-_VERDICT_COLOURS = {
-    "healthy": "#2e7d32",
-    "warnings": "#ef6c00",
-    "broken": "#c62828",
-    "unusable": "#6a1b1a",
-    "not applicable": "#757575",
-}
-
-
-def index_html(results: list[RunResult], demo: Path) -> str:
-    """The overview page: one row per drafter × notebook; every string escaped."""
-    e = html.escape
-    rows = []
-    for r in results:
-        colour = _VERDICT_COLOURS.get(r.verdict or "", "#555")
-        verdict = f'<b style="color:{colour}">{e(r.verdict)}</b>' if r.verdict else "–"
-        link = f'<a href="{e(quote(r.html))}">report</a>' if r.html else "–"
-        status_colour = "#2e7d32" if r.status == "ok" else "#c62828"
-        status = f'<b style="color:{status_colour}">{e(r.status)}</b>'
-        if r.error:
-            status += f'<div class="err">{e(r.error)}</div>'
-        codes = "<br>".join(f"<code>{e(c)}</code>" for c in r.codes) or "–"
-        c = r.counts
-        rows.append(
-            f"<tr><td>{e(r.drafter)}</td><td>{e(r.notebook)}</td><td>{verdict}</td>"
-            f'<td class="n">{e(str(c.get("error", "–")))}</td><td class="n">{e(str(c.get("warning", "–")))}</td>'
-            f'<td class="n">{e(str(c.get("info", "–")))}</td><td>{codes}</td><td>{link}</td>'
-            f'<td>{status}</td><td class="n">{r.duration_s:.1f}</td></tr>'
-        )
-    ok = sum(r.status == "ok" for r in results)
-    generated = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-{_CSP_META}
-<title>eagle3-forensics · demo drafter reports</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
-table {{ border-collapse: collapse; }}
-th, td {{ border: 1px solid #ccc; padding: 0.35em 0.7em; vertical-align: top; text-align: left; }}
-th {{ background: #f3f3f3; }}
-td.n {{ text-align: right; }}
-.err {{ color: #c62828; font-size: 0.85em; max-width: 40em; }}
-</style></head><body>
-<h1>eagle3-forensics · demo drafter reports</h1>
-<p>{ok}/{len(results)} notebook runs ok · demo data <code>{e(str(demo))}</code> · generated {e(generated)}.
-Findings in the deliberately broken demo drafters are expected; <code>summary.json</code> has the same data.</p>
-<table>
-<thead><tr><th>drafter</th><th>notebook</th><th>verdict</th><th>errors</th><th>warnings</th><th>info</th>
-<th>finding codes</th><th>report</th><th>status</th><th>seconds</th></tr></thead>
-<tbody>
-{chr(10).join(rows)}
-</tbody></table>
-</body></html>
-"""
+__all__ = ["CSP", "build_demo_report", "index_html", "render_html", "run_header_html"]

@@ -204,10 +204,11 @@ def test_build_demo_report(demo_report: tuple[int, Path]) -> None:
     assert rc == 0
     assert (out / "index.html").is_file()
     summary = json.loads((out / "summary.json").read_text())
-    assert isinstance(summary, list)
-    assert {r["drafter"] for r in summary} == set(demo.VARIANTS)
-    assert len(summary) == len(demo.VARIANTS)
-    for run in summary:
+    assert summary["schema"] == "eagle3-forensics/run-summary/1"
+    runs = summary["runs"]
+    assert {r["drafter"] for r in runs} == set(demo.VARIANTS)
+    assert len(runs) == len(demo.VARIANTS)
+    for run in runs:
         assert run["status"] == "ok", run
         assert run["notebook"] == "01_checkpoint_keys"
         assert run["error"] is None
@@ -216,6 +217,7 @@ def test_build_demo_report(demo_report: tuple[int, Path]) -> None:
         assert (out / run["html"]).is_file()
         expected = demo.EXPECTED_FINDINGS[run["drafter"]]
         assert set(expected) <= set(run["codes"]), run
+        assert {f["code"] for f in run["findings"]} == set(run["codes"])  # with severities, for the gate
         assert run["verdict"] == ("healthy" if not expected else "broken"), run
     index = (out / "index.html").read_text()
     for variant in demo.VARIANTS:
@@ -278,7 +280,7 @@ def test_report_escapes_and_continues_past_failures(tmp_path: Path) -> None:
     (demo_dir / "target").symlink_to(DEMO / "target", target_is_directory=True)
     out = tmp_path / "out"
     assert build_demo_report(out, demo_dir=demo_dir, timeout=120) == 1
-    runs = {r["drafter"]: r for r in json.loads((out / "summary.json").read_text())}
+    runs = {r["drafter"]: r for r in json.loads((out / "summary.json").read_text())["runs"]}
     assert runs[DIR_PAYLOAD]["status"] == "ok"
     failed = runs["empty"]
     assert failed["status"] == "failed"

@@ -1,0 +1,212 @@
+"""Benchmark: the whole demo report, and what papermill costs per notebook over calling the package directly.
+
+Not a timed test: it prints tables and PASS/FAIL against the issue's target, and exits 1 when the
+target is missed.
+
+1. **The demo report** — exactly what ``make report`` runs (``eagle3-forensics run --config
+   configs/demo.yaml --baseline configs/demo_baseline.json``: 6 drafters × 5 notebooks, the
+   config's workers), into a temporary directory, timed from the outside (wall clock of the
+   whole command, Python start included). Target: ≤ 120 s on the 2-core CI machines.
+2. **Per-notebook overhead** — for each notebook, with the demo config's parameters for one
+   drafter, interleaved over ``--rounds`` rounds, medians:
+
+   * *papermill*: ``papermill.execute_notebook`` as the runner calls it (kernel start, injected
+     parameters, every cell, outputs over ZMQ, immediate kernel shutdown), plus the HTML render;
+   * *cells*: the time papermill itself records for the cells (the work inside the kernel);
+   * *direct*: a fresh ``python`` process that executes the same code cells (magics stripped) in
+     one namespace and materialises each cell's displayed value the way the frontend would
+     (``_repr_mimebundle_`` / ``_repr_html_``, figures rendered to PNG) — the same package
+     calls, no kernel, no notebook;
+   * *overhead* = papermill + render − direct.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_report.py [--rounds 3] [--drafter healthy] [--skip-report]
+        [--workers N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from eagle3_forensics.runner import load_config  # noqa: E402
+
+CONFIG = ROOT / "configs" / "demo.yaml"
+BASELINE = ROOT / "configs" / "demo_baseline.json"
+REPORT_TARGET_S = 120.0
+
+
+# -- the direct child: run a notebook's code cells as plain Python --------------------------------
+
+
+def _materialise(value: Any) -> None:
+    """Do what displaying ``value`` would cost: build its rich representation."""
+    if value is None:
+        return
+    bundle = getattr(value, "_repr_mimebundle_", None)
+    if callable(bundle):
+        bundle()
+        return
+    html = getattr(value, "_repr_html_", None)
+    if callable(html):
+        html()
+        return
+    if hasattr(value, "savefig"):  # a matplotlib Figure: the inline backend renders a PNG
+        value.savefig(io.BytesIO(), format="png", bbox_inches="tight")  # as matplotlib-inline does
+        return
+    repr(value)
+
+
+def direct(notebook: str, params_json: str) -> None:
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    params = json.loads(params_json)
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        src = "\n".join(ln for ln in cell.source.splitlines() if not ln.lstrip().startswith(("%", "!")))
+        tree = ast.parse(src)
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        exec(compile(tree, f"<{cell.get('id')}>", "exec"), namespace)
+        if last is not None:
+            _materialise(eval(compile(ast.Expression(last.value), "<cell>", "eval"), namespace))
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            namespace.update(params)  # papermill's injected cell comes right after
+
+
+# -- the parent -----------------------------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    cfg = load_config(CONFIG)
+    env = {**os.environ, **cfg.env, "E3F_INTERACTIVE": "0", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+    env.pop("MPLBACKEND", None)
+    return env
+
+
+def time_report(workers: int | None) -> tuple[float, int]:
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "eagle3_forensics", "run", "--config", str(CONFIG), "--out", tmp,
+               "--baseline", str(BASELINE), "--no-progress"]
+        if workers:
+            cmd += ["--workers", str(workers)]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            sys.stderr.write(proc.stderr[-3000:])
+        return wall, proc.returncode
+
+
+def time_papermill(job: Any, cwd: str, out: Path) -> tuple[float, float, float]:
+    import nbformat
+    import papermill
+
+    from eagle3_forensics.report import render_html
+    from eagle3_forensics.runner import _env as env_block
+
+    executed = out / f"{job.notebook}.ipynb"
+    with env_block({"E3F_INTERACTIVE": "0", "PYDEVD_DISABLE_FILE_VALIDATION": "1", "MPLBACKEND": None,
+                    "E3F_RECORD": str(out / f"{job.notebook}.json"), **load_config(CONFIG).env}):
+        t0 = time.perf_counter()
+        papermill.execute_notebook(job.path, str(executed), parameters=job.parameters, cwd=cwd, kernel_name="python3",
+                                   progress_bar=False, extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
+                                   shutdown_kernel="immediate", execution_timeout=600)
+        t1 = time.perf_counter()
+    nb = nbformat.read(str(executed), as_version=4)
+    cells = sum(c.metadata.get("papermill", {}).get("duration") or 0.0 for c in nb.cells if c.cell_type == "code")
+    t2 = time.perf_counter()
+    render_html(executed, out / f"{job.notebook}.html", job.notebook)
+    return t1 - t0, cells, time.perf_counter() - t2
+
+
+def time_direct(job: Any, cwd: str) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, __file__, "--direct", job.path, json.dumps(job.parameters)], cwd=cwd,
+                          env=_env(), capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"direct run of {job.notebook} failed:\n{proc.stderr[-2000:]}")
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--drafter", default="healthy", help="demo drafter for the per-notebook rows")
+    ap.add_argument("--skip-report", action="store_true", help="only the per-notebook rows")
+    ap.add_argument("--workers", type=int, help="override the config's workers for the report run")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--direct", nargs=2, metavar=("NOTEBOOK", "PARAMS_JSON"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.direct:
+        direct(*args.direct)
+        return 0
+
+    cfg = load_config(CONFIG)
+    jobs = [j for j in cfg.jobs if j.drafter == args.drafter]
+    if not jobs:
+        raise SystemExit(f"no jobs for drafter {args.drafter!r} in {CONFIG}")
+    rows: dict[str, dict[str, list[float]]] = {j.notebook: {"pm": [], "cells": [], "render": [], "direct": []}
+                                               for j in jobs}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(args.rounds):  # interleaved: every contender sees the same machine load
+            for job in jobs:
+                pm, cells, render = time_papermill(job, str(cfg.notebooks_dir), Path(tmp))
+                d = time_direct(job, str(cfg.notebooks_dir))
+                r = rows[job.notebook]
+                r["pm"].append(pm)
+                r["cells"].append(cells)
+                r["render"].append(render)
+                r["direct"].append(d)
+    med = {nb: {k: statistics.median(v) for k, v in r.items()} for nb, r in rows.items()}
+
+    report_wall, report_rc = (None, None) if args.skip_report else time_report(args.workers)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    result = {"cpus": os.cpu_count(), "load_1min": round(load, 2), "rounds": args.rounds, "drafter": args.drafter,
+              "per_notebook": {nb: {k: round(v, 3) for k, v in m.items()} for nb, m in med.items()},
+              "report_wall_s": None if report_wall is None else round(report_wall, 1), "report_exit_code": report_rc,
+              "report_target_s": REPORT_TARGET_S, "workers": args.workers or cfg.workers,
+              "runs": len(cfg.jobs)}
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"per notebook ({args.drafter}, demo-config parameters, median of {args.rounds} interleaved rounds, "
+              f"{os.cpu_count()} CPUs, load {load:.1f})")
+        print(f"{'notebook':<22} {'papermill':>9} {'(cells)':>8} {'render':>7} {'direct':>7} {'overhead':>9} {'ratio':>6}")
+        tot = {"pm": 0.0, "render": 0.0, "direct": 0.0}
+        for nb, m in med.items():
+            over = m["pm"] + m["render"] - m["direct"]
+            print(f"{nb:<22} {m['pm']:>8.2f}s {m['cells']:>7.2f}s {m['render']:>6.2f}s {m['direct']:>6.2f}s "
+                  f"{over:>+8.2f}s {(m['pm'] + m['render']) / m['direct']:>5.2f}x")
+            for k in tot:
+                tot[k] += m[k]
+        over = tot["pm"] + tot["render"] - tot["direct"]
+        print(f"{'all five':<22} {tot['pm']:>8.2f}s {'':>8} {tot['render']:>6.2f}s {tot['direct']:>6.2f}s "
+              f"{over:>+8.2f}s {(tot['pm'] + tot['render']) / tot['direct']:>5.2f}x")
+        if report_wall is not None:
+            verdict = "PASS" if report_wall <= REPORT_TARGET_S and report_rc == 0 else "FAIL"
+            print(f"\ndemo report ({len(cfg.jobs)} notebook runs, {args.workers or cfg.workers} workers): "
+                  f"{report_wall:.1f} s wall, exit {report_rc} (target <= {REPORT_TARGET_S:.0f} s, exit 0): {verdict}")
+    if report_wall is not None and (report_wall > REPORT_TARGET_S or report_rc != 0):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
