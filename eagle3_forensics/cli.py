@@ -69,6 +69,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     return build_demo_report(args.out, demo_dir=args.demo, timeout=args.timeout)
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from .runner import load_config, run
+
+    config = load_config(args.config)
+    return run(config, args.out, baseline=args.baseline, previous=args.previous, workers=args.workers,
+               progress=not args.no_progress, write_baseline=args.write_baseline)
+
+
 def cmd_repair(args: argparse.Namespace) -> int:
     from .repair import RepairArgumentError, render_repair, repair
 
@@ -102,6 +110,23 @@ def cmd_probe(args: argparse.Namespace) -> int:
     else:
         print(render_probe(result))
     return 0 if result.lossless else 1
+
+
+def cmd_probe_server(args: argparse.Namespace) -> int:
+    from .server_probe import probe_server, render_server_probe
+
+    result = probe_server(args.url, args.engine, args.prompts, max_new_tokens=args.max_new_tokens,
+                          concurrency=args.concurrency, timeout=args.timeout, retries=args.retries,
+                          model=args.model, drafter=args.drafter, target=args.target,
+                          compare_with=args.compare_with, tolerance=args.tolerance)
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        print(render_server_probe(result))
+    if result.faulted:
+        first = next(f for f in result.findings if f.code.startswith("SERVER_"))
+        sys.stderr.write(f"eagle3-forensics: {first.code}: {' '.join(first.message.split())}\n")
+    return result.exit_code
 
 
 def cmd_vocab(args: argparse.Namespace) -> int:
@@ -152,6 +177,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--timeout", type=int, default=300, help="per-notebook execution timeout (s)")
     r.set_defaults(func=cmd_report)
 
+    ru = sub.add_parser("run", help="execute the notebooks of a run config over its drafters: HTML reports, "
+                                    "summary.json, index.html, regression gate")
+    ru.add_argument("--config", required=True, help="run configuration (YAML; see configs/demo.yaml)")
+    ru.add_argument("--out", required=True, help="output directory (index.html, summary.json, one HTML per run)")
+    ru.add_argument("--baseline", help="gate baseline JSON (or a previous run's summary.json): exit 1 on a "
+                                       "metric beyond tolerance, a new error finding or a failed notebook")
+    ru.add_argument("--previous", help="a previous run's summary.json (or its directory) to show changes against")
+    ru.add_argument("--workers", type=int, help="notebooks executed at once (default: the config's `workers`)")
+    ru.add_argument("--write-baseline", metavar="FILE", help="also write a baseline from this run's results")
+    ru.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ru.set_defaults(func=cmd_run)
+
     pr = sub.add_parser("probe", help="live speculative decoding with an EAGLE-3 drafter: acceptance, lossless "
                                       "check, speed, teacher-forced estimate, aux-layer sweep")
     pr.add_argument("drafter", help="drafter directory (config.json + weights)")
@@ -167,6 +204,30 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--no-teacher-forced", action="store_true", help="skip the teacher-forced estimate")
     pr.add_argument("--json", action="store_true", help="print exactly one JSON object")
     pr.set_defaults(func=cmd_probe)
+
+    ps = sub.add_parser("probe-server", help="accept-rate probe against a live vLLM or SGLang server (counters "
+                                             "before/after, launch-settings check, gap to an in-process probe)",
+                        epilog="exit codes: 0 measured, no error finding; 1 an error finding (no speculative "
+                               "decoding, restart mid-run, engine gap beyond --tolerance, aux layers differ); "
+                               "2 bad arguments or input files; 4 the server could not be probed (refused, "
+                               "timed out, HTTP error, malformed answer).")
+    ps.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8000")
+    ps.add_argument("--engine", required=True, choices=["vllm", "sglang"], help="which engine serves URL")
+    ps.add_argument("--prompts", required=True, help=".jsonl ({\"prompt\": ...} per line) or one prompt per line")
+    ps.add_argument("--max-new-tokens", type=int, default=64, help="new tokens per prompt, EOS ignored (default 64)")
+    ps.add_argument("--concurrency", type=int, default=1, help="requests in flight at once (default 1)")
+    ps.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP request (default 60)")
+    ps.add_argument("--retries", type=int, default=3, help="extra attempts per request on transient faults (default 3)")
+    ps.add_argument("--model", help="vLLM: served model name (default: the first of /v1/models)")
+    ps.add_argument("--drafter", help="local drafter directory for the aux-layer/diagnose check (default: the path "
+                                      "the server reports, when readable here)")
+    ps.add_argument("--target", help="local target directory for the aux-layer check (default: the server's)")
+    ps.add_argument("--compare-with", metavar="RESULT.json",
+                    help="an in-process `probe --json` result on the same prompts: report the engine gap per position")
+    ps.add_argument("--tolerance", type=float, default=0.10,
+                    help="relative acceptance-length gap to --compare-with that is an error (default 0.10)")
+    ps.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    ps.set_defaults(func=cmd_probe_server)
 
     from .vocab_cli import add_parser as add_vocab_parser  # vocab classify | build | compare | coverage
 

@@ -51,6 +51,97 @@ def notebook(cells: list[NotebookNode], stem: str) -> NotebookNode:
     return nb
 
 
+def triage() -> NotebookNode:
+    cells = [
+        md("""
+# 00 · Triage: open this first
+
+One drafter, one page: the **verdict** (overall and per engine), the **top findings with their
+fixes**, what each engine's loader would do with the checkpoint (**load summary**), and the live
+**acceptance** (acceptance length and per-position acceptance) when a target and prompts are given.
+The other notebooks go deeper: 01 every key and its fate per engine, 02 the vocabulary map, 03
+corpus coverage, 04 the full accept-rate probe with the aux-layer sweep.
+
+The **Explore** section at the end has three explorers: a tensor/key browser with a filter, a
+draft↔target token lookup (type a token string, a target id, or `d:<draft id>`) and probe controls.
+In JupyterLab they are live widgets; under papermill and in HTML reports the same cells show static
+tables and figures (the parameters `key_filter` and `lookup` choose what they show).
+
+Headless: `papermill notebooks/00_triage.ipynb out.ipynb --cwd notebooks -p checkpoint PATH`
+(`-p target None` for static checks only). All logic lives in `eagle3_forensics`.
+"""),
+        code(
+            """
+checkpoint = "../data/demo/drafters/d2t_absolute"  # drafter directory: config.json + weights
+target = "../data/demo/target"  # target model directory, or None (no cross-checks, no acceptance)
+engine = "all"  # engines to simulate: "all", "sglang", "vllm", "eagle" or "speculators"
+prompts = "../data/demo/prompts.jsonl"  # probe prompts (.jsonl with {"prompt": ...} or one per line), or None
+max_prompts = 4  # how many of the prompts the probe uses (the first ones)
+k = 3  # draft tokens per cycle
+max_new_tokens = 32  # new tokens per prompt (EOS ignored)
+probe_engine = "reference"  # probe view: "reference", "sglang", "vllm", "eagle" or "speculators"
+device = "auto"  # "auto" (CUDA in bf16 when present, else CPU in fp32), "cpu" or "cuda"
+ids = "../data/demo/corpus_ids.safetensors"  # token ids (input_ids + loss_mask) for coverage, or None
+top = 5  # finding codes shown in full (errors first)
+lookup = None  # token strings / ids the static token lookup shows; None: the most frequent corpus tokens
+key_filter = ""  # filter of the tensor browser: a substring, or "re:PATTERN"
+""",
+            "parameters",
+        ),
+        code("""
+%matplotlib inline
+from IPython.display import HTML
+
+from eagle3_forensics.display import show_table, verdict_html
+from eagle3_forensics.triage import (
+    acceptance_figure,
+    acceptance_html,
+    load_summary_table,
+    record_triage,
+    top_findings_html,
+    triage,
+)
+from eagle3_forensics.widgets import probe_controls, tensor_browser, token_lookup
+"""),
+        md("## Verdict"),
+        code("""
+t = triage(checkpoint, target, engine, prompts, max_prompts=max_prompts, k=k, max_new_tokens=max_new_tokens,
+           probe_engine=probe_engine, device=device)
+HTML(verdict_html(t.diagnosis))
+"""),
+        md("## Top findings and fixes\n\nOne card per finding code, with the engines it hits; notebook 01 lists every finding."),
+        code("HTML(top_findings_html(t.diagnosis, top))"),
+        md("""
+## Per-engine load summary
+
+`used` = loaded as is, renamed, fused or consumed (e.g. `d2t` into the engine's token map);
+`dropped` = silently ignored; `rejected` = the loader fails loudly; `overwritten by target` = replaced
+by the target's tensor; `unfilled params` = engine parameters no checkpoint tensor fills.
+"""),
+        code("show_table(load_summary_table(t.diagnosis))"),
+        md("""
+## Acceptance
+
+Live greedy speculative decoding in process (notebook 04 has the teacher-forced estimate, the
+aux-layer sweep and the engine-view comparison). Acceptance length follows vLLM: `1 + accepted /
+num_drafts`, bonus token included; per-position *cumulative* is vLLM's `accepted_per_pos[i] /
+num_drafts`.
+"""),
+        code("HTML(acceptance_html(t))"),
+        code("acceptance_figure(t)"),
+        md("## Explore\n\nLive widgets in JupyterLab; static tables and figures under papermill and in reports."),
+        code("tensor_browser(t.diagnosis, inspection=t.inspection, query=key_filter)"),
+        code("token_lookup(checkpoint, target, queries=lookup, ids=ids, diagnosis=t.diagnosis)"),
+        code("""
+probe_controls(checkpoint, target, prompts, result=t.probe, k=k, max_new_tokens=max_new_tokens,
+               max_prompts=max_prompts, engine=probe_engine, device=device)
+"""),
+        md("## Machine-readable record\n\nWritten to the file named by `$E3F_RECORD` (nothing is written when it is unset)."),
+        code("record_triage(t)"),
+    ]
+    return notebook(cells, "00_triage")
+
+
 def checkpoint_keys() -> NotebookNode:
     cells = [
         md("""
@@ -98,7 +189,7 @@ from eagle3_forensics.display import (
     tensor_table,
     verdict_html,
 )
-from eagle3_forensics.record import record
+from eagle3_forensics.record import finding_records, record
 """),
         md("## Verdict"),
         code("""
@@ -142,6 +233,7 @@ the reason and the options.
 record("verdict", d.verdict())
 record("counts", d.counts())
 record("codes", finding_codes(d))
+record("findings", finding_records(d))
 """),
     ]
     return notebook(cells, "01_checkpoint_keys")
@@ -448,7 +540,8 @@ engine = "reference"  # "reference", "sglang", "vllm", "eagle" or "speculators"
 max_new_tokens = 64  # new tokens per prompt (EOS ignored)
 variants = "../data/demo/drafters"  # directory of drafters to compare, or None to skip the comparison
 engines = ["reference", "sglang", "vllm"]  # engine views in the comparison
-server_url = None  # reserved for probing a live SGLang/vLLM server (not used yet)
+server_url = None  # live vLLM/SGLang server serving `target` with `checkpoint` (e.g. "http://127.0.0.1:8000"); None skips
+server_engine = "vllm"  # "vllm" or "sglang": the engine behind server_url
 """,
             "parameters",
         ),
@@ -469,6 +562,7 @@ from eagle3_forensics.probe import (
     view_table,
 )
 from eagle3_forensics.record import record
+from eagle3_forensics.server_probe import engine_gap_figure, engine_gap_table, render_server_probe, server_vs_reference
 """),
         md("## Acceptance and speed"),
         code("""
@@ -509,16 +603,35 @@ table = compare_variants(variants, target, prompts, engines=engines, k=k, device
 show_table(table) if table is not None else print("comparison skipped (variants is None)")
 """),
         code("variants_figure(table) if table is not None else None"),
+        md("""
+## Live server: engine vs reference per position
+
+With `server_url` set, the prompts go to the live server (greedy, EOS ignored, `max_new_tokens`
+each) and its acceptance is read the way that engine reports it (vLLM: `/metrics` counters before
+and after; SGLang: per-request `meta_info`), then the same drafter is probed in process under
+`server_engine`'s view with the server's K. The gap per position separates a drafter the engine
+loads differently (a gap from position 0) from numerics or the draft recurrence (a gap growing
+with the position). CLI equivalent: `eagle3-forensics probe-server URL --engine E --prompts FILE
+--compare-with RESULT.json`.
+"""),
+        code("""
+sr = server_vs_reference(server_url, server_engine, checkpoint, target, prompts, max_new_tokens=max_new_tokens, device=device) if server_url else None
+print(render_server_probe(sr) if sr is not None else "server section skipped (server_url is None)")
+"""),
+        code("show_table(engine_gap_table(sr)) if sr is not None and sr.compare else None"),
+        code("engine_gap_figure(sr) if sr is not None and sr.compare else None"),
         md("## Machine-readable record\n\nWritten to the file named by `$E3F_RECORD` (nothing is written when it is unset)."),
         code("""
 record("probe", r.to_dict())
 record("variants", table_records(table) if table is not None else None)
+record("server", sr.to_dict() if sr is not None else None)
 """),
     ]
     return notebook(cells, "04_accept_rate_probe")
 
 
 NOTEBOOK_BUILDERS = {
+    "00_triage.ipynb": triage,
     "01_checkpoint_keys.ipynb": checkpoint_keys,
     "02_vocab_mapping.ipynb": vocab_mapping,
     "03_token_histograms.ipynb": token_histograms,
