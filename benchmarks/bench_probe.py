@@ -78,8 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         g, s = GreedyRun(), LiveRun(args.k)
         for prompt in prompts:
             ref = greedy_decode(tm, prompt, args.max_new_tokens, g)
-            out = speculative_decode(tm, Eagle3Proposer(drafter, tm.vocab_size), prompt, args.k,
-                                     args.max_new_tokens, s)
+            out = speculative_decode(
+                tm, Eagle3Proposer(drafter, tm.vocab_size), prompt, args.k, args.max_new_tokens, s
+            )
             lossless &= out == ref
         spec_tps.append(s.new_tokens / s.seconds)
         greedy_tps.append(g.new_tokens / g.seconds)
@@ -88,31 +89,47 @@ def main(argv: list[str] | None = None) -> int:
         run.accepted += s.accepted
     al = 1 + run.accepted / run.num_drafts
     result = {
-        "device": str(tm.device), "dtype": str(tm.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
-        "k": args.k, "prompts": len(prompts), "max_new_tokens": args.max_new_tokens, "rounds": args.rounds,
-        "greedy_tokens_per_s": statistics.median(greedy_tps), "spec_tokens_per_s": statistics.median(spec_tps),
-        "speedup": statistics.median(ratios), "speedup_per_round": ratios,
-        "acceptance_length": al, "lossless": lossless,
+        "device": str(tm.device),
+        "dtype": str(tm.dtype).replace("torch.", ""),
+        "threads": torch.get_num_threads(),
+        "k": args.k,
+        "prompts": len(prompts),
+        "max_new_tokens": args.max_new_tokens,
+        "rounds": args.rounds,
+        "greedy_tokens_per_s": statistics.median(greedy_tps),
+        "spec_tokens_per_s": statistics.median(spec_tps),
+        "speedup": statistics.median(ratios),
+        "speedup_per_round": ratios,
+        "acceptance_length": al,
+        "lossless": lossless,
     }
     ok_speed = result["speedup"] >= SPEEDUP_TARGET or tm.device.type != "cpu"
     if args.json:
         print(json.dumps({**result, "pass": bool(ok_speed and lossless)}, indent=2))
     else:
         print(f"target {args.target}  drafter {args.drafter} ({args.engine} view)")
-        print(f"device {result['device']} ({result['dtype']}), threads {result['threads']}, K={args.k}, "
-              f"{len(prompts)} prompts x {args.max_new_tokens} new tokens, {args.rounds} rounds (medians)")
+        print(
+            f"device {result['device']} ({result['dtype']}), threads {result['threads']}, K={args.k}, "
+            f"{len(prompts)} prompts x {args.max_new_tokens} new tokens, {args.rounds} rounds (medians)"
+        )
         print()
         print(f"{'decoder':<28}{'tokens/s':>12}")
         print(f"{'plain greedy (1 tok/fwd)':<28}{result['greedy_tokens_per_s']:>12.1f}")
         print(f"{'EAGLE-3 speculative':<28}{result['spec_tokens_per_s']:>12.1f}")
-        print(f"{'ratio (spec / greedy)':<28}{result['speedup']:>11.2f}x   per round: "
-              + ", ".join(f"{r:.2f}" for r in ratios))
+        print(
+            f"{'ratio (spec / greedy)':<28}{result['speedup']:>11.2f}x   per round: "
+            + ", ".join(f"{r:.2f}" for r in ratios)
+        )
         print(f"{'acceptance length':<28}{al:>12.3f}")
         print()
-        print(f"[{'PASS' if ok_speed else 'FAIL'}] speedup >= {SPEEDUP_TARGET}x on the CPU "
-              f"({result['speedup']:.2f}x)")
-        print(f"[{'PASS' if lossless else 'FAIL'}] lossless (speculative output == greedy output, every prompt, "
-              "every round)")
+        print(
+            f"[{'PASS' if ok_speed else 'FAIL'}] speedup >= {SPEEDUP_TARGET}x on the CPU "
+            f"({result['speedup']:.2f}x)"
+        )
+        print(
+            f"[{'PASS' if lossless else 'FAIL'}] lossless (speculative output == greedy output, every prompt, "
+            "every round)"
+        )
     return 0 if ok_speed and lossless else 1
 
 

@@ -102,8 +102,19 @@ def _env() -> dict[str, str]:
 
 def time_report(workers: int | None) -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "eagle3_forensics", "run", "--config", str(CONFIG), "--out", tmp,
-               "--baseline", str(BASELINE), "--no-progress"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "eagle3_forensics",
+            "run",
+            "--config",
+            str(CONFIG),
+            "--out",
+            tmp,
+            "--baseline",
+            str(BASELINE),
+            "--no-progress",
+        ]
         if workers:
             cmd += ["--workers", str(workers)]
         t0 = time.perf_counter()
@@ -122,15 +133,32 @@ def time_papermill(job: Any, cwd: str, out: Path) -> tuple[float, float, float]:
     from eagle3_forensics.runner import _env as env_block
 
     executed = out / f"{job.notebook}.ipynb"
-    with env_block({"E3F_INTERACTIVE": "0", "PYDEVD_DISABLE_FILE_VALIDATION": "1", "MPLBACKEND": None,
-                    "E3F_RECORD": str(out / f"{job.notebook}.json"), **load_config(CONFIG).env}):
+    with env_block(
+        {
+            "E3F_INTERACTIVE": "0",
+            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+            "MPLBACKEND": None,
+            "E3F_RECORD": str(out / f"{job.notebook}.json"),
+            **load_config(CONFIG).env,
+        }
+    ):
         t0 = time.perf_counter()
-        papermill.execute_notebook(job.path, str(executed), parameters=job.parameters, cwd=cwd, kernel_name="python3",
-                                   progress_bar=False, extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
-                                   shutdown_kernel="immediate", execution_timeout=600)
+        papermill.execute_notebook(
+            job.path,
+            str(executed),
+            parameters=job.parameters,
+            cwd=cwd,
+            kernel_name="python3",
+            progress_bar=False,
+            extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
+            shutdown_kernel="immediate",
+            execution_timeout=600,
+        )
         t1 = time.perf_counter()
     nb = nbformat.read(str(executed), as_version=4)
-    cells = sum(c.metadata.get("papermill", {}).get("duration") or 0.0 for c in nb.cells if c.cell_type == "code")
+    cells = sum(
+        c.metadata.get("papermill", {}).get("duration") or 0.0 for c in nb.cells if c.cell_type == "code"
+    )
     t2 = time.perf_counter()
     render_html(executed, out / f"{job.notebook}.html", job.notebook)
     return t1 - t0, cells, time.perf_counter() - t2
@@ -138,8 +166,14 @@ def time_papermill(job: Any, cwd: str, out: Path) -> tuple[float, float, float]:
 
 def time_direct(job: Any, cwd: str) -> float:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--direct", job.path, json.dumps(job.parameters)], cwd=cwd,
-                          env=_env(), capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--direct", job.path, json.dumps(job.parameters)],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"direct run of {job.notebook} failed:\n{proc.stderr[-2000:]}")
     return time.perf_counter() - t0
@@ -162,8 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [j for j in cfg.jobs if j.drafter == args.drafter]
     if not jobs:
         raise SystemExit(f"no jobs for drafter {args.drafter!r} in {CONFIG}")
-    rows: dict[str, dict[str, list[float]]] = {j.notebook: {"pm": [], "cells": [], "render": [], "direct": []}
-                                               for j in jobs}
+    rows: dict[str, dict[str, list[float]]] = {
+        j.notebook: {"pm": [], "cells": [], "render": [], "direct": []} for j in jobs
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.rounds):  # interleaved: every contender sees the same machine load
             for job in jobs:
@@ -178,31 +213,48 @@ def main(argv: list[str] | None = None) -> int:
 
     report_wall, report_rc = (None, None) if args.skip_report else time_report(args.workers)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    result = {"cpus": os.cpu_count(), "load_1min": round(load, 2), "rounds": args.rounds, "drafter": args.drafter,
-              "per_notebook": {nb: {k: round(v, 3) for k, v in m.items()} for nb, m in med.items()},
-              "report_wall_s": None if report_wall is None else round(report_wall, 1), "report_exit_code": report_rc,
-              "report_target_s": REPORT_TARGET_S, "workers": args.workers or cfg.workers,
-              "runs": len(cfg.jobs)}
+    result = {
+        "cpus": os.cpu_count(),
+        "load_1min": round(load, 2),
+        "rounds": args.rounds,
+        "drafter": args.drafter,
+        "per_notebook": {nb: {k: round(v, 3) for k, v in m.items()} for nb, m in med.items()},
+        "report_wall_s": None if report_wall is None else round(report_wall, 1),
+        "report_exit_code": report_rc,
+        "report_target_s": REPORT_TARGET_S,
+        "workers": args.workers or cfg.workers,
+        "runs": len(cfg.jobs),
+    }
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"per notebook ({args.drafter}, demo-config parameters, median of {args.rounds} interleaved rounds, "
-              f"{os.cpu_count()} CPUs, load {load:.1f})")
-        print(f"{'notebook':<22} {'papermill':>9} {'(cells)':>8} {'render':>7} {'direct':>7} {'overhead':>9} {'ratio':>6}")
+        print(
+            f"per notebook ({args.drafter}, demo-config parameters, median of {args.rounds} interleaved rounds, "
+            f"{os.cpu_count()} CPUs, load {load:.1f})"
+        )
+        print(
+            f"{'notebook':<22} {'papermill':>9} {'(cells)':>8} {'render':>7} {'direct':>7} {'overhead':>9} {'ratio':>6}"
+        )
         tot = {"pm": 0.0, "render": 0.0, "direct": 0.0}
         for nb, m in med.items():
             over = m["pm"] + m["render"] - m["direct"]
-            print(f"{nb:<22} {m['pm']:>8.2f}s {m['cells']:>7.2f}s {m['render']:>6.2f}s {m['direct']:>6.2f}s "
-                  f"{over:>+8.2f}s {(m['pm'] + m['render']) / m['direct']:>5.2f}x")
+            print(
+                f"{nb:<22} {m['pm']:>8.2f}s {m['cells']:>7.2f}s {m['render']:>6.2f}s {m['direct']:>6.2f}s "
+                f"{over:>+8.2f}s {(m['pm'] + m['render']) / m['direct']:>5.2f}x"
+            )
             for k in tot:
                 tot[k] += m[k]
         over = tot["pm"] + tot["render"] - tot["direct"]
-        print(f"{'all five':<22} {tot['pm']:>8.2f}s {'':>8} {tot['render']:>6.2f}s {tot['direct']:>6.2f}s "
-              f"{over:>+8.2f}s {(tot['pm'] + tot['render']) / tot['direct']:>5.2f}x")
+        print(
+            f"{'all five':<22} {tot['pm']:>8.2f}s {'':>8} {tot['render']:>6.2f}s {tot['direct']:>6.2f}s "
+            f"{over:>+8.2f}s {(tot['pm'] + tot['render']) / tot['direct']:>5.2f}x"
+        )
         if report_wall is not None:
             verdict = "PASS" if report_wall <= REPORT_TARGET_S and report_rc == 0 else "FAIL"
-            print(f"\ndemo report ({len(cfg.jobs)} notebook runs, {args.workers or cfg.workers} workers): "
-                  f"{report_wall:.1f} s wall, exit {report_rc} (target <= {REPORT_TARGET_S:.0f} s, exit 0): {verdict}")
+            print(
+                f"\ndemo report ({len(cfg.jobs)} notebook runs, {args.workers or cfg.workers} workers): "
+                f"{report_wall:.1f} s wall, exit {report_rc} (target <= {REPORT_TARGET_S:.0f} s, exit 0): {verdict}"
+            )
     if report_wall is not None and (report_wall > REPORT_TARGET_S or report_rc != 0):
         return 1
     return 0

@@ -109,9 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     n = args.rows * args.row_len
-    print(f"data: {args.rows} rows x {args.row_len} = {n / 1e6:.1f} M token ids, V={V}, v={v}; "
-          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}, "
-          f"torch {torch.__version__}")
+    print(
+        f"data: {args.rows} rows x {args.row_len} = {n / 1e6:.1f} M token ids, V={V}, v={v}; "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}, "
+        f"torch {torch.__version__}"
+    )
     t_gen, (ids, mask) = timed(lambda: make_data(args.rows, args.row_len))
     print(f"generated in {t_gen:.1f} s; {mask.mean():.1%} of tokens counted (loss_mask == 1)")
 
@@ -129,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     contenders: dict[str, Callable[[], Any]] = {
         "(b) np.bincount(ids, weights=mask)": lambda: np.bincount(flat_ids, weights=flat_mask, minlength=V),
         "(b0) np.bincount(ids), mask ignored": lambda: np.bincount(flat_ids, minlength=V),
-        "(c) build_vocab_mapping first_row": lambda: build_vocab_mapping(ids, v, V, loss_mask=mask,
-                                                                         tie_break="first_row"),
+        "(c) build_vocab_mapping first_row": lambda: build_vocab_mapping(
+            ids, v, V, loss_mask=mask, tie_break="first_row"
+        ),
         "(d) build_vocab_mapping id": lambda: build_vocab_mapping(ids, v, V, loss_mask=mask, tie_break="id"),
     }
     if not args.no_stream:
@@ -142,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         path = Path(stream_dir.name) / "ids.safetensors"
         save_file({"input_ids": torch.from_numpy(ids), "loss_mask": torch.from_numpy(mask)}, str(path))
         contenders["(e) (c) streamed from .safetensors"] = lambda: build_vocab_mapping(
-            lambda: iter_token_chunks(path), v, V, tie_break="first_row")
+            lambda: iter_token_chunks(path), v, V, tie_break="first_row"
+        )
     times: dict[str, list[float]] = {k: [] for k in contenders}
     outputs: dict[str, Any] = {}
     a_times: list[float] = []
@@ -159,15 +163,19 @@ def main(argv: list[str] | None = None) -> int:
     t_a = statistics.median(a_times)
     t_a_full = t_a * args.rows / rows_a
     if extrapolated:
-        print(f"(a) predicted {predicted:.0f} s > {LIMIT_S:.0f} s: timed on {rows_a} rows ({t_a:.1f} s) "
-              f"and EXTRAPOLATED linearly to {args.rows} rows")
+        print(
+            f"(a) predicted {predicted:.0f} s > {LIMIT_S:.0f} s: timed on {rows_a} rows ({t_a:.1f} s) "
+            f"and EXTRAPOLATED linearly to {args.rows} rows"
+        )
     t_b = med["(b) np.bincount(ids, weights=mask)"]
     t_c = med["(c) build_vocab_mapping first_row"]
 
     # identical output
     b_counts = outputs["(b) np.bincount(ids, weights=mask)"].astype(np.int64)
     c_map = outputs["(c) build_vocab_mapping first_row"]
-    same_counts = all(np.array_equal(outputs[k].counts, b_counts) for k in contenders if not k.startswith("(b"))
+    same_counts = all(
+        np.array_equal(outputs[k].counts, b_counts) for k in contenders if not k.startswith("(b")
+    )
     if extrapolated:
         sub = build_vocab_mapping(ids[:rows_a], v, V, loss_mask=mask[:rows_a], tie_break="first_row")
         same_a = np.array_equal(sub.d2t.numpy(), a_d2t) and np.array_equal(sub.t2d.numpy(), a_t2d)
@@ -177,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         a_note = "on all rows"
     same_stream = "(e) (c) streamed from .safetensors" not in outputs or (
         np.array_equal(outputs["(e) (c) streamed from .safetensors"].d2t.numpy(), c_map.d2t.numpy())
-        and np.array_equal(outputs["(e) (c) streamed from .safetensors"].t2d.numpy(), c_map.t2d.numpy()))
+        and np.array_equal(outputs["(e) (c) streamed from .safetensors"].t2d.numpy(), c_map.t2d.numpy())
+    )
 
     rows = [("(a) trainer loop (per-row unique + Counter)", t_a_full, "extrapolated" if extrapolated else "")]
     rows += [(k, med[k], "") for k in contenders]
@@ -185,11 +194,15 @@ def main(argv: list[str] | None = None) -> int:
     print("| contender | time (s) | M ids/s | speed vs (a) | speed vs (b) |")
     print("|---|---:|---:|---:|---:|")
     for name, t, note in rows:
-        print(f"| {name}{' (' + note + ')' if note else ''} | {t:.3f} | {n / t / 1e6:.1f} | {t_a_full / t:.1f}x "
-              f"| {t_b / t:.2f}x |")
+        print(
+            f"| {name}{' (' + note + ')' if note else ''} | {t:.3f} | {n / t / 1e6:.1f} | {t_a_full / t:.1f}x "
+            f"| {t_b / t:.2f}x |"
+        )
     print()
-    print(f"medians of interleaved rounds: {args.repeats} for (b)-(e), {a_rounds} for (a); "
-          f"torch threads {torch.get_num_threads()}")
+    print(
+        f"medians of interleaved rounds: {args.repeats} for (b)-(e), {a_rounds} for (a); "
+        f"torch threads {torch.get_num_threads()}"
+    )
     print(f"identical d2t/t2d, (c) vs (a) {a_note}: {same_a}")
     print(f"identical counts, every build vs (b): {same_counts}")
     if "(e) (c) streamed from .safetensors" in outputs:

@@ -35,15 +35,37 @@ CONFIG_FILE = "config.json"
 
 # safetensors dtype string -> bytes per element (what the header says, without loading data).
 _DTYPE_BYTES: dict[str, float] = {
-    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
-    "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
-    "I32": 4, "U32": 4, "F32": 4,
-    "I64": 8, "U64": 8, "F64": 8, "F4": 0.5, "F6_E2M3": 0.75, "F6_E3M2": 0.75,
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "I64": 8,
+    "U64": 8,
+    "F64": 8,
+    "F4": 0.5,
+    "F6_E2M3": 0.75,
+    "F6_E3M2": 0.75,
 }
 _TORCH_TO_ST: dict[torch.dtype, str] = {
-    torch.bool: "BOOL", torch.uint8: "U8", torch.int8: "I8", torch.int16: "I16",
-    torch.int32: "I32", torch.int64: "I64", torch.float16: "F16", torch.bfloat16: "BF16",
-    torch.float32: "F32", torch.float64: "F64",
+    torch.bool: "BOOL",
+    torch.uint8: "U8",
+    torch.int8: "I8",
+    torch.int16: "I16",
+    torch.int32: "I32",
+    torch.int64: "I64",
+    torch.float16: "F16",
+    torch.bfloat16: "BF16",
+    torch.float32: "F32",
+    torch.float64: "F64",
 }
 FLOAT_DTYPES = frozenset({"F16", "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2"})
 INT_DTYPES = frozenset({"I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64"})
@@ -68,8 +90,13 @@ class TensorInfo:
         return self.dtype in FLOAT_DTYPES
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
-                "shard": self.shard, "bytes": self.nbytes}
+        return {
+            "name": self.name,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "shard": self.shard,
+            "bytes": self.nbytes,
+        }
 
 
 def _nbytes(shape: tuple[int, ...], dtype: str) -> int:
@@ -88,8 +115,13 @@ def read_json(path: Path, what: str) -> Any:
             return json.loads(fh.read().decode("utf-8"))
     except FileNotFoundError:
         raise UnusableInputError(f"{what} not found: {path}", path=str(path)) from None
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, int digit limit, deep nesting
-        raise UnusableInputError(f"{what} is not valid JSON: {path} ({_one_line(exc)})", path=str(path)) from None
+    except (
+        ValueError,
+        RecursionError,
+    ) as exc:  # JSONDecodeError, UnicodeDecodeError, int digit limit, deep nesting
+        raise UnusableInputError(
+            f"{what} is not valid JSON: {path} ({_one_line(exc)})", path=str(path)
+        ) from None
     except OSError as exc:
         raise UnusableInputError(f"cannot read {what} {path}: {_one_line(exc)}", path=str(path)) from None
 
@@ -120,7 +152,9 @@ class Checkpoint:
             try:
                 return self._handle(info.shard).get_tensor(name)
             except Exception as exc:  # corrupt data region: report, never crash
-                raise UnusableInputError(f"cannot read tensor {name!r} from {info.shard}: {_one_line(exc)}") from None
+                raise UnusableInputError(
+                    f"cannot read tensor {name!r} from {info.shard}: {_one_line(exc)}"
+                ) from None
         return self._bin_tensors(info.shard)[name]
 
     def read_slice(self, name: str, max_elements: int = 1 << 16) -> torch.Tensor:
@@ -134,7 +168,9 @@ class Checkpoint:
             try:
                 return self._handle(info.shard).get_slice(name)[:rows]
             except Exception as exc:
-                raise UnusableInputError(f"cannot read tensor {name!r} from {info.shard}: {_one_line(exc)}") from None
+                raise UnusableInputError(
+                    f"cannot read tensor {name!r} from {info.shard}: {_one_line(exc)}"
+                ) from None
         return self._bin_tensors(info.shard)[name][:rows]
 
     def _handle(self, shard: str) -> Any:
@@ -169,8 +205,9 @@ def _list_safetensors(path: Path, shard: str) -> dict[str, TensorInfo]:
     if not file.is_file():
         raise UnusableInputError(f"weights file missing: {file}", path=str(file))
     if file.stat().st_size < 8:
-        raise UnusableInputError(f"safetensors file truncated (shorter than its 8-byte header length): {file}",
-                                 path=str(file))
+        raise UnusableInputError(
+            f"safetensors file truncated (shorter than its 8-byte header length): {file}", path=str(file)
+        )
     out: dict[str, TensorInfo] = {}
     try:
         with safe_open(str(file), framework="pt") as fh:
@@ -182,7 +219,9 @@ def _list_safetensors(path: Path, shard: str) -> dict[str, TensorInfo]:
     except UnusableInputError:
         raise
     except Exception as exc:  # safetensors raises SafetensorError/OSError/ValueError for bad headers
-        raise UnusableInputError(f"unreadable safetensors file {file}: {_one_line(exc)}", path=str(file)) from None
+        raise UnusableInputError(
+            f"unreadable safetensors file {file}: {_one_line(exc)}", path=str(file)
+        ) from None
     return out
 
 
@@ -192,8 +231,11 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def _pickle_refusal_reason(exc: BaseException) -> str:
     """The informative part of torch's weights-only refusal (which global or opcode), without its boilerplate."""
     text = _ANSI.sub("", str(exc))
-    m = re.search(r"WeightsUnpickler error:\s*(.*?)(?:\s*Please use `torch\.serialization|\s*Check the documentation|$)",
-                  text, re.S)
+    m = re.search(
+        r"WeightsUnpickler error:\s*(.*?)(?:\s*Please use `torch\.serialization|\s*Check the documentation|$)",
+        text,
+        re.S,
+    )
     return _one_line(Exception(m.group(1) if m and m.group(1).strip() else text))[:200]
 
 
@@ -217,7 +259,9 @@ def safe_torch_load(file: Path) -> Any:
             path=str(file),
         ) from None
     except Exception as exc:
-        raise UnusableInputError(f"unreadable PyTorch file {file}: {_one_line(exc)}", path=str(file)) from None
+        raise UnusableInputError(
+            f"unreadable PyTorch file {file}: {_one_line(exc)}", path=str(file)
+        ) from None
 
 
 def _load_bin(file: Path) -> dict[str, torch.Tensor]:
@@ -252,8 +296,9 @@ def _read_index(path: Path, index_name: str) -> dict[str, str]:
         if Path(shard).name != shard:  # refuse paths that leave the checkpoint directory
             raise UnusableInputError(f"shard index names a file outside the checkpoint: {shard!r}")
         if not (path / shard).is_file():
-            raise UnusableInputError(f"shard named in {index_name} is missing: {path / shard}",
-                                     path=str(path / shard))
+            raise UnusableInputError(
+                f"shard named in {index_name} is missing: {path / shard}", path=str(path / shard)
+            )
     return weight_map
 
 
@@ -261,7 +306,8 @@ def _check_index_matches(weight_map: dict[str, str], infos: dict[str, TensorInfo
     missing = sorted(k for k, shard in weight_map.items() if k not in infos or infos[k].shard != shard)
     if missing:
         raise UnusableInputError(
-            f"{index_name} names {len(missing)} tensor(s) absent from their shard, e.g. {missing[0]!r}")
+            f"{index_name} names {len(missing)} tensor(s) absent from their shard, e.g. {missing[0]!r}"
+        )
 
 
 MAX_CONFIG_DEPTH = 64  # real configs nest 3-4 levels; deeper ones break recursive JSON output
@@ -270,7 +316,11 @@ MAX_CONFIG_DEPTH = 64  # real configs nest 3-4 levels; deeper ones break recursi
 def _nesting_depth(value: Any) -> int:
     depth, level = 0, [value]
     while level:
-        level = [c for v in level for c in (v.values() if isinstance(v, dict) else v if isinstance(v, list) else ())]
+        level = [
+            c
+            for v in level
+            for c in (v.values() if isinstance(v, dict) else v if isinstance(v, list) else ())
+        ]
         depth += 1
     return depth
 
@@ -280,7 +330,9 @@ def read_config(path: Path) -> dict[str, Any]:
     if not isinstance(cfg, dict):
         raise UnusableInputError(f"config.json is not a JSON object: {path / CONFIG_FILE}")
     if _nesting_depth(cfg) > MAX_CONFIG_DEPTH:
-        raise UnusableInputError(f"config.json nests deeper than {MAX_CONFIG_DEPTH} levels: {path / CONFIG_FILE}")
+        raise UnusableInputError(
+            f"config.json nests deeper than {MAX_CONFIG_DEPTH} levels: {path / CONFIG_FILE}"
+        )
     return cfg
 
 
@@ -328,7 +380,8 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
         return Checkpoint(p, config, _list_safetensors(p, others[0]), "safetensors")
     raise UnusableInputError(
         f"no weights in {p}: expected {SAFETENSORS_FILE}, {SAFETENSORS_INDEX}, {BIN_FILE} or {BIN_INDEX}",
-        path=str(p))
+        path=str(p),
+    )
 
 
 def _open_single_file(file: Path) -> Checkpoint:

@@ -73,8 +73,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runner import load_config, run
 
     config = load_config(args.config)
-    return run(config, args.out, baseline=args.baseline, previous=args.previous, workers=args.workers,
-               progress=not args.no_progress, write_baseline=args.write_baseline)
+    return run(
+        config,
+        args.out,
+        baseline=args.baseline,
+        previous=args.previous,
+        workers=args.workers,
+        progress=not args.no_progress,
+        write_baseline=args.write_baseline,
+    )
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
@@ -82,9 +89,16 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
     trust = "t2d" if args.trust_t2d else "d2t" if args.trust_d2t else None
     try:
-        result = repair(args.path, args.engine, args.out, target=args.target,
-                        rebuild_vocab_from=args.rebuild_vocab_from, trust=trust,
-                        dry_run=args.dry_run, force=args.force)
+        result = repair(
+            args.path,
+            args.engine,
+            args.out,
+            target=args.target,
+            rebuild_vocab_from=args.rebuild_vocab_from,
+            trust=trust,
+            dry_run=args.dry_run,
+            force=args.force,
+        )
     except RepairArgumentError as exc:
         if args.json:
             _print_json({"status": "unusable", "exit_code": EXIT_UNUSABLE, "message": str(exc)})
@@ -102,9 +116,17 @@ def cmd_repair(args: argparse.Namespace) -> int:
 def cmd_probe(args: argparse.Namespace) -> int:
     from .probe import probe, render_probe
 
-    result = probe(args.drafter, args.target, args.prompts, k=args.k, max_new_tokens=args.max_new_tokens,
-                   device=args.device, engine=args.engine, teacher_forced=not args.no_teacher_forced,
-                   sweep=not args.no_sweep)
+    result = probe(
+        args.drafter,
+        args.target,
+        args.prompts,
+        k=args.k,
+        max_new_tokens=args.max_new_tokens,
+        device=args.device,
+        engine=args.engine,
+        teacher_forced=not args.no_teacher_forced,
+        sweep=not args.no_sweep,
+    )
     if args.json:
         _print_json(result.to_dict())
     else:
@@ -115,10 +137,20 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def cmd_probe_server(args: argparse.Namespace) -> int:
     from .server_probe import probe_server, render_server_probe
 
-    result = probe_server(args.url, args.engine, args.prompts, max_new_tokens=args.max_new_tokens,
-                          concurrency=args.concurrency, timeout=args.timeout, retries=args.retries,
-                          model=args.model, drafter=args.drafter, target=args.target,
-                          compare_with=args.compare_with, tolerance=args.tolerance)
+    result = probe_server(
+        args.url,
+        args.engine,
+        args.prompts,
+        max_new_tokens=args.max_new_tokens,
+        concurrency=args.concurrency,
+        timeout=args.timeout,
+        retries=args.retries,
+        model=args.model,
+        drafter=args.drafter,
+        target=args.target,
+        compare_with=args.compare_with,
+        tolerance=args.tolerance,
+    )
     if args.json:
         _print_json(result.to_dict())
     else:
@@ -142,8 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("diagnose", help="run every static check on a drafter checkpoint")
     d.add_argument("path", help="drafter directory (config.json + weights)")
     d.add_argument("--target", help="target model directory for cross-checks")
-    d.add_argument("--engine", default="all", choices=[*ENGINE_NAMES, "all"],
-                   help="engine to simulate (default: all)")
+    d.add_argument(
+        "--engine", default="all", choices=[*ENGINE_NAMES, "all"], help="engine to simulate (default: all)"
+    )
     d.add_argument("--json", action="store_true", help="print exactly one JSON object")
     d.set_defaults(func=cmd_diagnose)
 
@@ -156,12 +189,21 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("path", help="drafter directory (read only)")
     rp.add_argument("--engine", required=True, choices=["sglang", "vllm"], help="engine to make it ready for")
     rp.add_argument("--out", required=True, help="output directory (must not exist unless --force)")
-    rp.add_argument("--target", help="target model directory (cross-checks; embedding when one must be shipped)")
-    rp.add_argument("--rebuild-vocab-from", metavar="FILE",
-                    help="token ids (input_ids [+ loss_mask]) to rebuild d2t/t2d from when t2d cannot be trusted")
+    rp.add_argument(
+        "--target", help="target model directory (cross-checks; embedding when one must be shipped)"
+    )
+    rp.add_argument(
+        "--rebuild-vocab-from",
+        metavar="FILE",
+        help="token ids (input_ids [+ loss_mask]) to rebuild d2t/t2d from when t2d cannot be trusted",
+    )
     trust = rp.add_mutually_exclusive_group()
-    trust.add_argument("--trust-t2d", action="store_true", help="when d2t and t2d disagree, rebuild d2t from t2d")
-    trust.add_argument("--trust-d2t", action="store_true", help="when d2t and t2d disagree, rebuild t2d from d2t")
+    trust.add_argument(
+        "--trust-t2d", action="store_true", help="when d2t and t2d disagree, rebuild d2t from t2d"
+    )
+    trust.add_argument(
+        "--trust-d2t", action="store_true", help="when d2t and t2d disagree, rebuild t2d from d2t"
+    )
     rp.add_argument("--dry-run", action="store_true", help="print the plan; write nothing")
     rp.add_argument("--force", action="store_true", help="replace an existing --out")
     rp.add_argument("--json", action="store_true", help="print exactly one JSON object")
@@ -177,55 +219,99 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--timeout", type=int, default=300, help="per-notebook execution timeout (s)")
     r.set_defaults(func=cmd_report)
 
-    ru = sub.add_parser("run", help="execute the notebooks of a run config over its drafters: HTML reports, "
-                                    "summary.json, index.html, regression gate")
+    ru = sub.add_parser(
+        "run",
+        help="execute the notebooks of a run config over its drafters: HTML reports, "
+        "summary.json, index.html, regression gate",
+    )
     ru.add_argument("--config", required=True, help="run configuration (YAML; see configs/demo.yaml)")
-    ru.add_argument("--out", required=True, help="output directory (index.html, summary.json, one HTML per run)")
-    ru.add_argument("--baseline", help="gate baseline JSON (or a previous run's summary.json): exit 1 on a "
-                                       "metric beyond tolerance, a new error finding or a failed notebook")
-    ru.add_argument("--previous", help="a previous run's summary.json (or its directory) to show changes against")
-    ru.add_argument("--workers", type=int, help="notebooks executed at once (default: the config's `workers`)")
+    ru.add_argument(
+        "--out", required=True, help="output directory (index.html, summary.json, one HTML per run)"
+    )
+    ru.add_argument(
+        "--baseline",
+        help="gate baseline JSON (or a previous run's summary.json): exit 1 on a "
+        "metric beyond tolerance, a new error finding or a failed notebook",
+    )
+    ru.add_argument(
+        "--previous", help="a previous run's summary.json (or its directory) to show changes against"
+    )
+    ru.add_argument(
+        "--workers", type=int, help="notebooks executed at once (default: the config's `workers`)"
+    )
     ru.add_argument("--write-baseline", metavar="FILE", help="also write a baseline from this run's results")
     ru.add_argument("--no-progress", action="store_true", help="no progress bar")
     ru.set_defaults(func=cmd_run)
 
-    pr = sub.add_parser("probe", help="live speculative decoding with an EAGLE-3 drafter: acceptance, lossless "
-                                      "check, speed, teacher-forced estimate, aux-layer sweep")
+    pr = sub.add_parser(
+        "probe",
+        help="live speculative decoding with an EAGLE-3 drafter: acceptance, lossless "
+        "check, speed, teacher-forced estimate, aux-layer sweep",
+    )
     pr.add_argument("drafter", help="drafter directory (config.json + weights)")
     pr.add_argument("--target", required=True, help="target model directory (local Hugging Face causal LM)")
-    pr.add_argument("--prompts", required=True, help=".jsonl ({\"prompt\": ...} per line) or one prompt per line")
+    pr.add_argument(
+        "--prompts", required=True, help='.jsonl ({"prompt": ...} per line) or one prompt per line'
+    )
     pr.add_argument("--k", type=int, default=3, help="draft tokens per cycle (default 3)")
     pr.add_argument("--max-new-tokens", type=int, default=64, help="new tokens per prompt (default 64)")
-    pr.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
-                    help="auto: CUDA (bf16) when present, else the CPU (fp32)")
-    pr.add_argument("--engine", default="reference", choices=["reference", *ENGINE_NAMES],
-                    help="load the drafter as its writer meant it (reference) or as this engine would")
+    pr.add_argument(
+        "--device",
+        default="auto",
+        choices=["auto", "cpu", "cuda"],
+        help="auto: CUDA (bf16) when present, else the CPU (fp32)",
+    )
+    pr.add_argument(
+        "--engine",
+        default="reference",
+        choices=["reference", *ENGINE_NAMES],
+        help="load the drafter as its writer meant it (reference) or as this engine would",
+    )
     pr.add_argument("--no-sweep", action="store_true", help="skip the aux-layer sweep")
     pr.add_argument("--no-teacher-forced", action="store_true", help="skip the teacher-forced estimate")
     pr.add_argument("--json", action="store_true", help="print exactly one JSON object")
     pr.set_defaults(func=cmd_probe)
 
-    ps = sub.add_parser("probe-server", help="accept-rate probe against a live vLLM or SGLang server (counters "
-                                             "before/after, launch-settings check, gap to an in-process probe)",
-                        epilog="exit codes: 0 measured, no error finding; 1 an error finding (no speculative "
-                               "decoding, restart mid-run, engine gap beyond --tolerance, aux layers differ); "
-                               "2 bad arguments or input files; 4 the server could not be probed (refused, "
-                               "timed out, HTTP error, malformed answer).")
+    ps = sub.add_parser(
+        "probe-server",
+        help="accept-rate probe against a live vLLM or SGLang server (counters "
+        "before/after, launch-settings check, gap to an in-process probe)",
+        epilog="exit codes: 0 measured, no error finding; 1 an error finding (no speculative "
+        "decoding, restart mid-run, engine gap beyond --tolerance, aux layers differ); "
+        "2 bad arguments or input files; 4 the server could not be probed (refused, "
+        "timed out, HTTP error, malformed answer).",
+    )
     ps.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8000")
     ps.add_argument("--engine", required=True, choices=["vllm", "sglang"], help="which engine serves URL")
-    ps.add_argument("--prompts", required=True, help=".jsonl ({\"prompt\": ...} per line) or one prompt per line")
-    ps.add_argument("--max-new-tokens", type=int, default=64, help="new tokens per prompt, EOS ignored (default 64)")
+    ps.add_argument(
+        "--prompts", required=True, help='.jsonl ({"prompt": ...} per line) or one prompt per line'
+    )
+    ps.add_argument(
+        "--max-new-tokens", type=int, default=64, help="new tokens per prompt, EOS ignored (default 64)"
+    )
     ps.add_argument("--concurrency", type=int, default=1, help="requests in flight at once (default 1)")
     ps.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP request (default 60)")
-    ps.add_argument("--retries", type=int, default=3, help="extra attempts per request on transient faults (default 3)")
+    ps.add_argument(
+        "--retries", type=int, default=3, help="extra attempts per request on transient faults (default 3)"
+    )
     ps.add_argument("--model", help="vLLM: served model name (default: the first of /v1/models)")
-    ps.add_argument("--drafter", help="local drafter directory for the aux-layer/diagnose check (default: the path "
-                                      "the server reports, when readable here)")
+    ps.add_argument(
+        "--drafter",
+        help="local drafter directory for the aux-layer/diagnose check (default: the path "
+        "the server reports, when readable here)",
+    )
     ps.add_argument("--target", help="local target directory for the aux-layer check (default: the server's)")
-    ps.add_argument("--compare-with", metavar="RESULT.json",
-                    help="an in-process `probe --json` result on the same prompts: report the engine gap per position")
-    ps.add_argument("--tolerance", type=float, default=0.10,
-                    help="relative acceptance-length gap to --compare-with that is an error (default 0.10)")
+    ps.add_argument(
+        "--compare-with",
+        metavar="RESULT.json",
+        help="an in-process `probe --json` result on the same prompts: report the engine gap per position",
+    )
+    ps.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.10,
+        help="relative acceptance-length gap to --compare-with that is an error (default 0.10)",
+    )
     ps.add_argument("--json", action="store_true", help="print exactly one JSON object")
     ps.set_defaults(func=cmd_probe_server)
 
@@ -253,6 +339,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("eagle3-forensics: interrupted\n")
         return 130
     except Exception as exc:  # last resort: one line, never a traceback
-        sys.stderr.write(f"eagle3-forensics: internal error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); "
-                         "please report it\n")
+        sys.stderr.write(
+            f"eagle3-forensics: internal error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); "
+            "please report it\n"
+        )
         return EXIT_INTERNAL

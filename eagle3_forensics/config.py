@@ -121,6 +121,11 @@ class DrafterConfig:
         return value if isinstance(value, bool) else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"style": self.style,
-                "fields": {k: [{"level": loc.level, "value": loc.value} for loc in v]
-                           for k, v in sorted(self.fields.items()) if k not in (LAYER, EAGLE, SPECULATORS)}}
+        return {
+            "style": self.style,
+            "fields": {
+                k: [{"level": loc.level, "value": loc.value} for loc in v]
+                for k, v in sorted(self.fields.items())
+                if k not in (LAYER, EAGLE, SPECULATORS)
+            },
+        }

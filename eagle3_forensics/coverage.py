@@ -40,7 +40,11 @@ _SP_BYTE = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
 @lru_cache(maxsize=1)
 def _byte_decoder() -> dict[str, int]:
     """GPT-2's byte-level alphabet, inverted: printable stand-in character -> byte."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    bs = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
     cs = bs[:]
     n = 0
     for b in range(256):
@@ -97,7 +101,9 @@ def token_table(tokenizer_dir: str | Path, vocab_size: int | None = None) -> Tok
     try:
         spec = json.loads(f.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UnusableInputError(f"unreadable tokenizer {f}: {' '.join(str(exc).split())[:200]}", path=str(f)) from None
+        raise UnusableInputError(
+            f"unreadable tokenizer {f}: {' '.join(str(exc).split())[:200]}", path=str(f)
+        ) from None
     model = spec.get("model") or {}
     vocab = model.get("vocab")
     pairs: list[tuple[str, int]] = []
@@ -105,8 +111,11 @@ def token_table(tokenizer_dir: str | Path, vocab_size: int | None = None) -> Tok
         pairs = [(str(k), int(v)) for k, v in vocab.items()]
     elif isinstance(vocab, list):  # Unigram: [[piece, score], ...]
         pairs = [(str(item[0]), i) for i, item in enumerate(vocab) if isinstance(item, list) and item]
-    added = {int(t["id"]): str(t["content"]) for t in spec.get("added_tokens") or []
-             if isinstance(t, dict) and "id" in t and "content" in t}
+    added = {
+        int(t["id"]): str(t["content"])
+        for t in spec.get("added_tokens") or []
+        if isinstance(t, dict) and "id" in t and "content" in t
+    }
     size = max([i for _, i in pairs] + list(added) + [-1]) + 1
     if vocab_size is not None:
         size = max(size, int(vocab_size))
@@ -117,9 +126,14 @@ def token_table(tokenizer_dir: str | Path, vocab_size: int | None = None) -> Tok
     for i, s in added.items():
         if 0 <= i < size:
             tokens[i] = s
-    byte_level = _has_type(spec.get("decoder"), "ByteLevel") or _has_type(spec.get("pre_tokenizer"), "ByteLevel")
-    metaspace = _has_type(spec.get("decoder"), "Metaspace") or _has_type(spec.get("pre_tokenizer"), "Metaspace") or (
-        _has_type(spec.get("decoder"), "Replace"))
+    byte_level = _has_type(spec.get("decoder"), "ByteLevel") or _has_type(
+        spec.get("pre_tokenizer"), "ByteLevel"
+    )
+    metaspace = (
+        _has_type(spec.get("decoder"), "Metaspace")
+        or _has_type(spec.get("pre_tokenizer"), "Metaspace")
+        or (_has_type(spec.get("decoder"), "Replace"))
+    )
     dec = _byte_decoder()
     classes = np.full(size, ORDINARY, dtype=np.int8)
     texts: list[str] = [""] * size
@@ -146,9 +160,16 @@ def token_table(tokenizer_dir: str | Path, vocab_size: int | None = None) -> Tok
 
 # -- counting a corpus -------------------------------------------------------------------------------
 
-def corpus_counts(*, ids: str | Path | None = None, corpus: str | Path | None = None,
-                  tokenizer: str | Path | None = None, target_vocab_size: int,
-                  chat_template: str | None = None, progress: bool | None = None) -> TokenCounts:
+
+def corpus_counts(
+    *,
+    ids: str | Path | None = None,
+    corpus: str | Path | None = None,
+    tokenizer: str | Path | None = None,
+    target_vocab_size: int,
+    chat_template: str | None = None,
+    progress: bool | None = None,
+) -> TokenCounts:
     """Counted tokens per target id from a token-id file (``ids``) or a JSONL ``corpus`` tokenised
     with the target's ``tokenizer`` (see :func:`eagle3_forensics.vocab_inputs.tokenize_corpus`).
     ``ids`` wins when both are given."""
@@ -156,11 +177,17 @@ def corpus_counts(*, ids: str | Path | None = None, corpus: str | Path | None = 
 
     try:
         if ids is not None:
-            return count_token_ids(iter_token_chunks(ids), target_vocab_size, progress=progress,
-                                   total_tokens=token_file_size(ids))
+            return count_token_ids(
+                iter_token_chunks(ids),
+                target_vocab_size,
+                progress=progress,
+                total_tokens=token_file_size(ids),
+            )
         if corpus is not None:
             if tokenizer is None:
-                raise UnusableInputError("a JSONL corpus needs the target's tokenizer directory (missing tokenizer)")
+                raise UnusableInputError(
+                    "a JSONL corpus needs the target's tokenizer directory (missing tokenizer)"
+                )
             tc = tokenize_corpus(corpus, tokenizer, chat_template=chat_template)
             return count_token_ids(tc.pairs(), target_vocab_size, progress=progress, total_tokens=tc.tokens)
     except ValueError as exc:
@@ -169,6 +196,7 @@ def corpus_counts(*, ids: str | Path | None = None, corpus: str | Path | None = 
 
 
 # -- coverage -------------------------------------------------------------------------------------------
+
 
 def selection_mask(selection: Any, size: int) -> np.ndarray:
     """A bool ``[V]`` mask from a map (anything with ``t2d_mask`` or a ``VocabMapping``), a mask or ids."""
@@ -187,7 +215,9 @@ def selection_mask(selection: Any, size: int) -> np.ndarray:
                 raise ValueError(f"selected ids must lie in [0, {size})")
             mask[ids] = True
     if mask.shape[0] != size:
-        raise ValueError(f"the map covers {mask.shape[0]} target ids, the counts {size}: not the same vocabulary")
+        raise ValueError(
+            f"the map covers {mask.shape[0]} target ids, the counts {size}: not the same vocabulary"
+        )
     return mask
 
 
@@ -232,17 +262,31 @@ class CoverageReport:
         return {s: round(float(self.curve[s - 1]), 6) for s in sorted(sizes) if 1 <= s <= big_v}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "target_vocab_size": self.target_vocab_size,
-                "draft_vocab_size": self.draft_vocab_size, "counted_tokens": self.total,
-                "covered_tokens": self.covered, "coverage": round(self.coverage, 6),
-                "best_possible_coverage": round(self.oracle, 6), "distinct_ids": self.distinct,
-                "distinct_ids_covered": self.distinct_covered, "selected_ids_unseen": self.selected_unseen,
-                "by_class": self.by_class, "top_uncovered": self.top_uncovered,
-                "curve": {str(k): v for k, v in self.curve_points().items()}}
+        return {
+            "label": self.label,
+            "target_vocab_size": self.target_vocab_size,
+            "draft_vocab_size": self.draft_vocab_size,
+            "counted_tokens": self.total,
+            "covered_tokens": self.covered,
+            "coverage": round(self.coverage, 6),
+            "best_possible_coverage": round(self.oracle, 6),
+            "distinct_ids": self.distinct,
+            "distinct_ids_covered": self.distinct_covered,
+            "selected_ids_unseen": self.selected_unseen,
+            "by_class": self.by_class,
+            "top_uncovered": self.top_uncovered,
+            "curve": {str(k): v for k, v in self.curve_points().items()},
+        }
 
 
-def coverage_report(counts: TokenCounts | np.ndarray, selection: Any, tokens: TokenTable | None = None,
-                    *, top_n: int = 20, label: str = "") -> CoverageReport:
+def coverage_report(
+    counts: TokenCounts | np.ndarray,
+    selection: Any,
+    tokens: TokenTable | None = None,
+    *,
+    top_n: int = 20,
+    label: str = "",
+) -> CoverageReport:
     """Coverage of ``selection`` (a map, a ``[V]`` mask or ids) on the counted tokens ``counts``."""
     c = counts.counts if isinstance(counts, TokenCounts) else np.asarray(counts, dtype=np.int64)
     big_v = int(c.shape[0])
@@ -260,12 +304,18 @@ def coverage_report(counts: TokenCounts | np.ndarray, selection: Any, tokens: To
             in_k = classes == k
             n = int(c[in_k].sum())
             cov = int(c[in_k & mask].sum())
-            by_class.append({"class": name, "tokens": n, "covered": cov,
-                             "coverage": round(cov / n, 6) if n else None,
-                             "share_of_corpus": round(n / total, 6),
-                             "distinct_ids": int(np.count_nonzero(c[in_k])),
-                             "distinct_uncovered": int(np.count_nonzero(c[in_k & ~mask])),
-                             "ids_in_draft_vocab": int((in_k & mask).sum())})
+            by_class.append(
+                {
+                    "class": name,
+                    "tokens": n,
+                    "covered": cov,
+                    "coverage": round(cov / n, 6) if n else None,
+                    "share_of_corpus": round(n / total, 6),
+                    "distinct_ids": int(np.count_nonzero(c[in_k])),
+                    "distinct_uncovered": int(np.count_nonzero(c[in_k & ~mask])),
+                    "ids_in_draft_vocab": int((in_k & mask).sum()),
+                }
+            )
     miss = np.flatnonzero((c > 0) & ~mask)
     order = miss[np.lexsort((miss, -c[miss]))][:top_n]
     top = []
@@ -274,14 +324,32 @@ def coverage_report(counts: TokenCounts | np.ndarray, selection: Any, tokens: To
         if tokens is not None:
             row.update({"token": tokens.token(i), "text": tokens.text(i), "class": tokens.class_of(i)})
         top.append(row)
-    return CoverageReport(label, big_v, v, total, covered, int(np.count_nonzero(c)),
-                          int(np.count_nonzero(c[mask])), int(np.count_nonzero(mask & (c == 0))),
-                          float(curve[v - 1]) if v else 0.0, by_class, top, curve)
+    return CoverageReport(
+        label,
+        big_v,
+        v,
+        total,
+        covered,
+        int(np.count_nonzero(c)),
+        int(np.count_nonzero(c[mask])),
+        int(np.count_nonzero(mask & (c == 0))),
+        float(curve[v - 1]) if v else 0.0,
+        by_class,
+        top,
+        curve,
+    )
 
 
-def corpus_coverage(mapping: str | Path, *, ids: str | Path | None = None, corpus: str | Path | None = None,
-                    tokenizer: str | Path | None = None, target: str | Path | None = None, top_n: int = 20,
-                    chat_template: str | None = None) -> CoverageReport:
+def corpus_coverage(
+    mapping: str | Path,
+    *,
+    ids: str | Path | None = None,
+    corpus: str | Path | None = None,
+    tokenizer: str | Path | None = None,
+    target: str | Path | None = None,
+    top_n: int = 20,
+    chat_template: str | None = None,
+) -> CoverageReport:
     """One call from files: load the map (checkpoint or map file), count the corpus, report."""
     from .vocab_inputs import load_mapping
 
@@ -290,7 +358,8 @@ def corpus_coverage(mapping: str | Path, *, ids: str | Path | None = None, corpu
     if big_v is None:
         raise UnusableInputError(f"cannot tell the target vocabulary size of {mapping} (pass --target)")
     tok_dir = tokenizer if tokenizer is not None else target
-    counts = corpus_counts(ids=ids, corpus=corpus, tokenizer=tok_dir, target_vocab_size=big_v,
-                           chat_template=chat_template)
+    counts = corpus_counts(
+        ids=ids, corpus=corpus, tokenizer=tok_dir, target_vocab_size=big_v, chat_template=chat_template
+    )
     tokens = token_table(tok_dir, big_v) if tok_dir is not None else None
     return coverage_report(counts, m, tokens, top_n=top_n, label=m.label)

@@ -124,8 +124,16 @@ class Budget:
 
 
 FULL = Budget()
-QUICK = Budget(target_steps=3, target_batch=4, seq_len=48, drafter_seqs=8, drafter_prompt_len=8,
-               drafter_steps=3, drafter_batch=4, prompts=4)
+QUICK = Budget(
+    target_steps=3,
+    target_batch=4,
+    seq_len=48,
+    drafter_seqs=8,
+    drafter_prompt_len=8,
+    drafter_steps=3,
+    drafter_batch=4,
+    prompts=4,
+)
 
 Tensors = dict[str, torch.Tensor]
 
@@ -150,21 +158,74 @@ def _save_tensors(path: pathlib.Path, tensors: Tensors) -> None:
 # ---------------------------------------------------------------------------------------------
 
 _SUBJECTS = (
-    "the cat", "a dog", "my friend", "the teacher", "our model", "the drafter", "a small bird", "the server",
-    "this engine", "the old man", "a student", "the robot", "her sister", "the team", "the pilot", "a farmer",
+    "the cat",
+    "a dog",
+    "my friend",
+    "the teacher",
+    "our model",
+    "the drafter",
+    "a small bird",
+    "the server",
+    "this engine",
+    "the old man",
+    "a student",
+    "the robot",
+    "her sister",
+    "the team",
+    "the pilot",
+    "a farmer",
 )
 _VERBS = (
-    "sees", "likes", "finds", "builds", "reads", "writes", "checks", "loads", "drafts", "accepts", "rejects",
-    "moves", "counts", "sorts", "maps", "trains",
+    "sees",
+    "likes",
+    "finds",
+    "builds",
+    "reads",
+    "writes",
+    "checks",
+    "loads",
+    "drafts",
+    "accepts",
+    "rejects",
+    "moves",
+    "counts",
+    "sorts",
+    "maps",
+    "trains",
 )
 _OBJECTS = (
-    "the red ball", "a long book", "every token", "the weights", "a quiet river", "the big tree", "some numbers",
-    "the offsets", "a new table", "the green door", "two apples", "the last layer", "a warm bowl of soup",
-    "the vocabulary", "three small boxes", "the blue kite",
+    "the red ball",
+    "a long book",
+    "every token",
+    "the weights",
+    "a quiet river",
+    "the big tree",
+    "some numbers",
+    "the offsets",
+    "a new table",
+    "the green door",
+    "two apples",
+    "the last layer",
+    "a warm bowl of soup",
+    "the vocabulary",
+    "three small boxes",
+    "the blue kite",
 )
 _TAILS = (
-    "today.", "again.", "in the morning.", "very slowly.", "with care.", "before lunch.", "at night.",
-    "for the test.", "without errors.", "on the server.", "every day.", "quickly!", "twice.", "at noon.",
+    "today.",
+    "again.",
+    "in the morning.",
+    "very slowly.",
+    "with care.",
+    "before lunch.",
+    "at night.",
+    "for the test.",
+    "without errors.",
+    "on the server.",
+    "every day.",
+    "quickly!",
+    "twice.",
+    "at noon.",
 )
 
 
@@ -269,14 +330,17 @@ def _token_batches(world: World, tok: Any, seed: int, budget: Budget) -> Callabl
     sentences = budget.seq_len // 4
 
     def batch(_step: int) -> torch.Tensor:
-        rows = [_encode(tok, world.document(rng, sentences))[: budget.seq_len] for _ in range(budget.target_batch)]
+        rows = [
+            _encode(tok, world.document(rng, sentences))[: budget.seq_len] for _ in range(budget.target_batch)
+        ]
         return torch.tensor(rows, dtype=torch.long)
 
     return batch
 
 
-def _train_target(world: World, tok: Any, seed: int, budget: Budget, log: Callable[[str], None]
-                  ) -> tuple[Any, float]:
+def _train_target(
+    world: World, tok: Any, seed: int, budget: Budget, log: Callable[[str], None]
+) -> tuple[Any, float]:
     from transformers import LlamaForCausalLM
 
     from .reference.train import train_causal_lm
@@ -285,7 +349,9 @@ def _train_target(world: World, tok: Any, seed: int, budget: Budget, log: Callab
     model = LlamaForCausalLM(_target_config())
     if any(p.dtype != torch.float32 for p in model.parameters()):
         raise RuntimeError("demo target must train in float32 (torch default dtype was changed?)")
-    result = train_causal_lm(model, _token_batches(world, tok, seed, budget), budget.target_steps, lr=3e-3, log=log)
+    result = train_causal_lm(
+        model, _token_batches(world, tok, seed, budget), budget.target_steps, lr=3e-3, log=log
+    )
     with torch.no_grad():  # round to the stored precision: everything downstream sees the shipped weights
         for p in model.parameters():
             p.copy_(p.to(STORE_DTYPE).float())
@@ -376,9 +442,16 @@ def _speculators_config(aux_ids: list[int]) -> dict[str, Any]:
 def _drafter_spec() -> Any:
     from .reference.drafter import DrafterSpec
 
-    return DrafterSpec(hidden_size=HIDDEN_SIZE, intermediate_size=INTERMEDIATE_SIZE, num_heads=NUM_HEADS,
-                       num_kv_heads=NUM_KV_HEADS, head_dim=HEAD_DIM, vocab_size=VOCAB_SIZE,
-                       draft_vocab_size=DRAFT_VOCAB_SIZE, rope_theta=ROPE_THETA)
+    return DrafterSpec(
+        hidden_size=HIDDEN_SIZE,
+        intermediate_size=INTERMEDIATE_SIZE,
+        num_heads=NUM_HEADS,
+        num_kv_heads=NUM_KV_HEADS,
+        head_dim=HEAD_DIM,
+        vocab_size=VOCAB_SIZE,
+        draft_vocab_size=DRAFT_VOCAB_SIZE,
+        rope_theta=ROPE_THETA,
+    )
 
 
 @dataclass
@@ -390,8 +463,9 @@ class _Trained:
     distinct_tokens: int
 
 
-def _train_drafter(model: Any, world: World, tok: Any, seed: int, budget: Budget,
-                   log: Callable[[str], None]) -> _Trained:
+def _train_drafter(
+    model: Any, world: World, tok: Any, seed: int, budget: Budget, log: Callable[[str], None]
+) -> _Trained:
     from .reference.drafter import Eagle3Drafter, export_tensors, fresh_init
     from .reference.train import aux_features, greedy_continue, heldout_accuracy, train_drafter
     from .vocab import build_vocab_mapping
@@ -409,7 +483,9 @@ def _train_drafter(model: Any, world: World, tok: Any, seed: int, budget: Budget
     held_aux, held_labels = aux_features(model, held, ids)
     log(f"drafter data: {seqs.shape[0]} greedy sequences of {seqs.shape[1]} tokens")
 
-    with warnings.catch_warnings():  # fewer distinct tokens than draft slots is the point: d2t starts with zeros
+    with (
+        warnings.catch_warnings()
+    ):  # fewer distinct tokens than draft slots is the point: d2t starts with zeros
         warnings.simplefilter("ignore")
         mapping = build_vocab_mapping(seqs, DRAFT_VOCAB_SIZE, VOCAB_SIZE, tie_break="id")
     drafter = Eagle3Drafter(_drafter_spec(), ids)
@@ -419,13 +495,27 @@ def _train_drafter(model: Any, world: World, tok: Any, seed: int, budget: Budget
         drafter.embed_tokens.weight.copy_(model.get_input_embeddings().weight)
         drafter.lm_head.weight.copy_(model.get_output_embeddings().weight[sel])  # speculators-style init
         drafter.d2t.copy_(mapping.d2t)
-    train_drafter(drafter, seqs, aux, labels, budget.drafter_steps, batch=budget.drafter_batch,
-                  ttt_steps=budget.ttt_steps, lr=budget.drafter_lr, seed=seed, log=log)
+    train_drafter(
+        drafter,
+        seqs,
+        aux,
+        labels,
+        budget.drafter_steps,
+        batch=budget.drafter_batch,
+        ttt_steps=budget.ttt_steps,
+        lr=budget.drafter_lr,
+        seed=seed,
+        log=log,
+    )
     with torch.no_grad():
         for p in drafter.parameters():
             p.copy_(p.to(STORE_DTYPE).float())
-    acc = heldout_accuracy(drafter, held, held_aux, held_labels, budget.ttt_steps, start=budget.drafter_prompt_len)
-    tensors = export_tensors(drafter, layout="midlayer", include_embed=False, t2d=mapping.t2d, dtype=STORE_DTYPE)
+    acc = heldout_accuracy(
+        drafter, held, held_aux, held_labels, budget.ttt_steps, start=budget.drafter_prompt_len
+    )
+    tensors = export_tensors(
+        drafter, layout="midlayer", include_embed=False, t2d=mapping.t2d, dtype=STORE_DTYPE
+    )
     embed = drafter.embed_tokens.weight.detach().to(STORE_DTYPE).clone()
     return _Trained(tensors, embed, acc, mapping.padded, int((mapping.counts > 0).sum()))
 
@@ -434,7 +524,7 @@ def _to_speculators_layout(healthy: Tensors, embed: torch.Tensor) -> Tensors:
     """``midlayer.`` -> ``layers.0.`` plus the target's embedding, as speculators saves it."""
     out: Tensors = {}
     for k, t in healthy.items():
-        out["layers.0." + k[len("midlayer."):] if k.startswith("midlayer.") else k] = t.clone()
+        out["layers.0." + k[len("midlayer.") :] if k.startswith("midlayer.") else k] = t.clone()
     out["embed_tokens.weight"] = embed.clone()
     return out
 
@@ -531,8 +621,13 @@ held-out teacher-forced top-1 accuracy per step @ACC@). The draft vocabulary is 
 # ---------------------------------------------------------------------------------------------
 
 
-def make_demo(out_dir: str | os.PathLike[str], *, seed: int = 0, budget: Budget = FULL,
-              log: Callable[[str], None] | None = None) -> dict[str, pathlib.Path]:
+def make_demo(
+    out_dir: str | os.PathLike[str],
+    *,
+    seed: int = 0,
+    budget: Budget = FULL,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, pathlib.Path]:
     """Train and write the demo target, drafters, prompts and README under ``out_dir``.
 
     Returns ``{variant_name: drafter_dir}`` for every name in :data:`VARIANTS` (the target lives at
@@ -561,7 +656,10 @@ def make_demo(out_dir: str | os.PathLike[str], *, seed: int = 0, budget: Budget 
         "d2t_absolute": (specforge_cfg, _d2t_absolute(healthy)),
         "d2t_double_offset": (specforge_cfg, _d2t_double_offset(healthy)),
         "d2t_missing": (specforge_cfg, _d2t_missing(healthy)),
-        "aux_shifted": (_speculators_config(SHIFTED_AUX_LAYER_IDS), {k: t.clone() for k, t in speculators.items()}),
+        "aux_shifted": (
+            _speculators_config(SHIFTED_AUX_LAYER_IDS),
+            {k: t.clone() for k, t in speculators.items()},
+        ),
     }
     if tuple(built) != VARIANTS:  # keep the public list and the builders in step
         raise RuntimeError(f"demo variants {tuple(built)} != VARIANTS {VARIANTS}")
@@ -573,12 +671,16 @@ def make_demo(out_dir: str | os.PathLike[str], *, seed: int = 0, budget: Budget 
         paths[name] = d
     _write_prompts(root / PROMPTS_FILE, world, seed, budget.prompts)
 
-    readme = (_README.replace("@SEED@", str(seed)).replace("@FACT0@", world.facts[0])
-              .replace("@TARGET_STEPS@", str(budget.target_steps))
-              .replace("@DRAFTER_STEPS@", str(budget.drafter_steps))
-              .replace("@ACC@", " / ".join(f"{a:.3f}" for a in trained.heldout_accuracy))
-              .replace("@DISTINCT@", str(trained.distinct_tokens)).replace("@PADDED@", str(trained.draft_vocab_padded))
-              .replace("@PROMPTS@", str(budget.prompts)))
+    readme = (
+        _README.replace("@SEED@", str(seed))
+        .replace("@FACT0@", world.facts[0])
+        .replace("@TARGET_STEPS@", str(budget.target_steps))
+        .replace("@DRAFTER_STEPS@", str(budget.drafter_steps))
+        .replace("@ACC@", " / ".join(f"{a:.3f}" for a in trained.heldout_accuracy))
+        .replace("@DISTINCT@", str(trained.distinct_tokens))
+        .replace("@PADDED@", str(trained.draft_vocab_padded))
+        .replace("@PROMPTS@", str(budget.prompts))
+    )
     (root / "README.md").write_text(readme.replace("@TARGET_LOSS@", f"{target_loss:.3f}"), encoding="utf-8")
     say(f"demo written to {root} ({time.perf_counter() - t0:.0f} s)")
     return paths

@@ -34,8 +34,16 @@ N_RECORDS = 320
 EOS = "</s>"
 
 # phrases outside the demo world: they split into rarer pieces (and raw bytes for the non-ASCII ones)
-_RARE = ("in the café", "with a naïve plan", "über fast", "near the fjord", "→ next step", "for 3 €",
-         "like a jazzy quiz", "during the zephyr")
+_RARE = (
+    "in the café",
+    "with a naïve plan",
+    "über fast",
+    "near the fjord",
+    "→ next step",
+    "for 3 €",
+    "like a jazzy quiz",
+    "during the zephyr",
+)
 
 
 def demo_records(seed: int = 0, n: int = N_RECORDS) -> list[dict[str, Any]]:
@@ -87,7 +95,9 @@ def write_demo_corpus(demo_dir: str | Path, *, seed: int = 0, n_records: int = N
     if not (tok_dir / "tokenizer.json").is_file():
         from .errors import UnusableInputError
 
-        raise UnusableInputError(f"no demo target tokenizer at {tok_dir / 'tokenizer.json'} (run make-demo first)")
+        raise UnusableInputError(
+            f"no demo target tokenizer at {tok_dir / 'tokenizer.json'} (run make-demo first)"
+        )
     root.mkdir(parents=True, exist_ok=True)
     corpus = root / CORPUS_FILE
     lines = [json.dumps(r, ensure_ascii=False, sort_keys=True) for r in demo_records(seed, n_records)]
@@ -95,10 +105,18 @@ def write_demo_corpus(demo_dir: str | Path, *, seed: int = 0, n_records: int = N
     tc = tokenize_corpus(corpus, tok_dir)
     ids, mask = tc.padded(pad_id=0)
     out = root / IDS_FILE
-    meta = {"tokenizer_sha256": _sha256(tok_dir / "tokenizer.json"), "corpus_sha256": _sha256(corpus),
-            "records": len(tc.rows), "counted_tokens": tc.counted, "seed": seed}
-    save_file({"input_ids": torch.from_numpy(ids), "loss_mask": torch.from_numpy(mask)}, str(out),
-              metadata=safetensors_metadata(meta))
+    meta = {
+        "tokenizer_sha256": _sha256(tok_dir / "tokenizer.json"),
+        "corpus_sha256": _sha256(corpus),
+        "records": len(tc.rows),
+        "counted_tokens": tc.counted,
+        "seed": seed,
+    }
+    save_file(
+        {"input_ids": torch.from_numpy(ids), "loss_mask": torch.from_numpy(mask)},
+        str(out),
+        metadata=safetensors_metadata(meta),
+    )
     out.chmod(0o644)
     return {"corpus": corpus, "ids": out}
 

@@ -33,9 +33,14 @@ class Inspection:
         return sum(t.nbytes for t in self.tensors)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"checkpoint": self.checkpoint, "format": self.format.label,
-                "format_detail": self.format.to_dict(), "weight_format": self.weight_format,
-                "total_bytes": self.total_bytes, "tensors": [t.to_dict() for t in self.tensors]}
+        return {
+            "checkpoint": self.checkpoint,
+            "format": self.format.label,
+            "format_detail": self.format.to_dict(),
+            "weight_format": self.weight_format,
+            "total_bytes": self.total_bytes,
+            "tensors": [t.to_dict() for t in self.tensors],
+        }
 
 
 def inspect_checkpoint(path: str | Path) -> Inspection:
@@ -70,8 +75,11 @@ class Diagnosis:
         if self.unusable:
             return "unusable"
         load = self.loads.get(engine) if engine else None
-        if load is not None and not load.config_readable and not any(
-                f.engine == engine and f.severity is Severity.ERROR for f in self.findings):
+        if (
+            load is not None
+            and not load.config_readable
+            and not any(f.engine == engine and f.severity is Severity.ERROR for f in self.findings)
+        ):
             return "not applicable"  # an engine that never reads this format, not named by the user
         relevant = [f for f in self.findings if engine is None or f.engine in (None, engine)]
         if any(f.severity is Severity.ERROR for f in relevant):
@@ -122,8 +130,13 @@ def _with_repair_hints(findings: list[Finding], path: str) -> list[Finding]:
     out = []
     for f in findings:
         policy = POLICY.get(f.code)
-        if (f.severity is Severity.ERROR and f.engine in REPAIRABLE_ENGINES and policy is not None
-                and policy.action == FIX and not policy.refuses(f)):
+        if (
+            f.severity is Severity.ERROR
+            and f.engine in REPAIRABLE_ENGINES
+            and policy is not None
+            and policy.action == FIX
+            and not policy.refuses(f)
+        ):
             hint = f"Automated: eagle3-forensics repair {path} --engine {f.engine} --out DST."
             f = replace(f, fix=f"{f.fix} {hint}" if f.fix else hint)
         out.append(f)
@@ -131,9 +144,13 @@ def _with_repair_hints(findings: list[Finding], path: str) -> list[Finding]:
 
 
 def unreadable(path: str | Path, engines: list[str], reason: str) -> Diagnosis:
-    finding = Finding("CHECKPOINT_UNREADABLE", Severity.ERROR, reason,
-                      evidence={"path": str(path), "reason": reason},
-                      fix="Check the path and re-copy or re-export the checkpoint; see docs/findings.md.")
+    finding = Finding(
+        "CHECKPOINT_UNREADABLE",
+        Severity.ERROR,
+        reason,
+        evidence={"path": str(path), "reason": reason},
+        fix="Check the path and re-copy or re-export the checkpoint; see docs/findings.md.",
+    )
     return Diagnosis(str(path), "unknown", engines, [finding], unusable=True)
 
 
@@ -151,7 +168,9 @@ def diagnose(
     try:
         ckpt: Checkpoint = open_checkpoint(path)
         tinfo = open_target(target) if target is not None else None
-        explicit = not (engines is None or engines == "all" or (not isinstance(engines, str) and "all" in engines))
+        explicit = not (
+            engines is None or engines == "all" or (not isinstance(engines, str) and "all" in engines)
+        )
         ctx = Context(ckpt, names, tinfo, explicit_engines=explicit)
         findings = sort_findings(_with_repair_hints(_single_threaded(run_checks, ctx), str(path)))
         return Diagnosis(str(path), ctx.fmt.label, names, findings, ctx.loads, ctx.fmt, tinfo)

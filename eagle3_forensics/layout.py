@@ -55,8 +55,13 @@ class FormatInfo:
         return f"{self.family} ({self.config_style} config, {self.key_layout} keys)"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"family": self.family, "config_style": self.config_style,
-                "key_layout": self.key_layout, "decoder_layers": self.decoder_layers, "label": self.label}
+        return {
+            "family": self.family,
+            "config_style": self.config_style,
+            "key_layout": self.key_layout,
+            "decoder_layers": self.decoder_layers,
+            "label": self.label,
+        }
 
 
 def key_layout(names: list[str]) -> str:

@@ -54,8 +54,9 @@ def _map_parts(mapping: Any, t2d: Any) -> tuple[np.ndarray | None, np.ndarray | 
     return _np(mapping), m, None if m is None else int(m.shape[0])
 
 
-def plot_d2t_staircase(d2t: Any, t2d: Any = None, *, target_vocab_size: int | None = None,
-                       title: str | None = None) -> Figure:
+def plot_d2t_staircase(
+    d2t: Any, t2d: Any = None, *, target_vocab_size: int | None = None, title: str | None = None
+) -> Figure:
     """``d2t[i]`` (what the engine adds to draft id ``i``) against ``i``, over the offsets ``t2d`` implies.
 
     ``d2t`` may also be a map object (``d2t``/``t2d`` attributes); ``None`` plots only the expected staircase.
@@ -68,22 +69,47 @@ def plot_d2t_staircase(d2t: Any, t2d: Any = None, *, target_vocab_size: int | No
     if m is not None and m.ndim == 1:
         sel = np.flatnonzero(m.astype(bool))
         expected = sel - np.arange(sel.shape[0])
-        ax.step(np.arange(expected.shape[0]), expected, where="post", color=_REF, lw=2.5, alpha=0.45,
-                label="expected offsets: nonzero(t2d) - i")
+        ax.step(
+            np.arange(expected.shape[0]),
+            expected,
+            where="post",
+            color=_REF,
+            lw=2.5,
+            alpha=0.45,
+            label="expected offsets: nonzero(t2d) - i",
+        )
     kind = None
     if d is not None and d.ndim == 1:
         res = classify_mapping(d, m, big_v, d.shape[0])
         kind = res.kind
         good = res.consistent
-        ax.step(np.arange(d.shape[0]), d, where="post", color=_OK if good else _BAD, lw=1.2,
-                label=f"stored d2t ({kind})")
+        ax.step(
+            np.arange(d.shape[0]),
+            d,
+            where="post",
+            color=_OK if good else _BAD,
+            lw=1.2,
+            label=f"stored d2t ({kind})",
+        )
         if res.first_bad_index is not None:
             ax.axvline(res.first_bad_index, color=_BAD, ls=":", lw=1)
-            ax.annotate(f"first wrong draft id: {res.first_bad_index}", (res.first_bad_index, 0),
-                        xytext=(6, 12), textcoords="offset points", color=_BAD, fontsize=8)
+            ax.annotate(
+                f"first wrong draft id: {res.first_bad_index}",
+                (res.first_bad_index, 0),
+                xytext=(6, 12),
+                textcoords="offset points",
+                color=_BAD,
+                fontsize=8,
+            )
     elif d is None:
-        ax.text(0.5, 0.5, "no d2t: engines add 0 (draft id i proposed as target id i)", transform=ax.transAxes,
-                ha="center", color=_BAD)
+        ax.text(
+            0.5,
+            0.5,
+            "no d2t: engines add 0 (draft id i proposed as target id i)",
+            transform=ax.transAxes,
+            ha="center",
+            color=_BAD,
+        )
     ax.axhline(0, color=_GREY, lw=0.8)
     ax.set_xlabel("draft id i")
     ax.set_ylabel("d2t[i]  (target id = i + d2t[i])")
@@ -108,8 +134,15 @@ def plot_offset_histogram(d2t: Any, t2d: Any = None, *, bins: int = 50, title: s
         hi = max(int(s.max()) for s, _, _ in series if s.size)
         edges = np.linspace(lo, hi + 1, bins + 1)
         for values, name, color in series:
-            ax.hist(values, bins=edges.tolist(), histtype="step" if name.startswith("expected") else "stepfilled",
-                    alpha=0.9 if name.startswith("expected") else 0.5, color=color, lw=1.5, label=name)
+            ax.hist(
+                values,
+                bins=edges.tolist(),
+                histtype="step" if name.startswith("expected") else "stepfilled",
+                alpha=0.9 if name.startswith("expected") else 0.5,
+                color=color,
+                lw=1.5,
+                label=name,
+            )
         ax.axvline(0, color=_GREY, lw=0.8)
         ax.legend(fontsize=8)
     ax.set_xlabel("offset d2t[i]")
@@ -118,11 +151,21 @@ def plot_offset_histogram(d2t: Any, t2d: Any = None, *, bins: int = 50, title: s
     return fig
 
 
-def plot_selected_density(selection: Any, counts: TokenCounts | np.ndarray | None = None, *,
-                          target_vocab_size: int | None = None, bins: int = 64, title: str | None = None) -> Figure:
+def plot_selected_density(
+    selection: Any,
+    counts: TokenCounts | np.ndarray | None = None,
+    *,
+    target_vocab_size: int | None = None,
+    bins: int = 64,
+    title: str | None = None,
+) -> Figure:
     """Share of target ids selected per id range, with the corpus token mass per range when ``counts`` is given."""
     c = None if counts is None else (counts.counts if isinstance(counts, TokenCounts) else np.asarray(counts))
-    size = target_vocab_size or (None if c is None else int(c.shape[0])) or getattr(selection, "target_vocab_size", None)
+    size = (
+        target_vocab_size
+        or (None if c is None else int(c.shape[0]))
+        or getattr(selection, "target_vocab_size", None)
+    )
     if size is None:
         size = int(_np(getattr(selection, "t2d", selection)).shape[0])  # type: ignore[union-attr]
     mask = selection_mask(selection, int(size))
@@ -133,8 +176,14 @@ def plot_selected_density(selection: Any, counts: TokenCounts | np.ndarray | Non
     fig = _figure()
     ax = fig.add_subplot()
     centers = (edges[:-1] + edges[1:]) / 2
-    ax.bar(centers, sel_bin / np.maximum(per_bin, 1), width=np.diff(edges), color=_OK, alpha=0.6,
-           label=f"selected ({int(mask.sum())} of {size})")
+    ax.bar(
+        centers,
+        sel_bin / np.maximum(per_bin, 1),
+        width=np.diff(edges),
+        color=_OK,
+        alpha=0.6,
+        label=f"selected ({int(mask.sum())} of {size})",
+    )
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("target id")
     ax.set_ylabel("share of ids in the draft vocabulary")
@@ -149,8 +198,9 @@ def plot_selected_density(selection: Any, counts: TokenCounts | np.ndarray | Non
     return fig
 
 
-def plot_token_frequencies(counts: TokenCounts | np.ndarray, selection: Any = None, *,
-                           title: str | None = None) -> Figure:
+def plot_token_frequencies(
+    counts: TokenCounts | np.ndarray, selection: Any = None, *, title: str | None = None
+) -> Figure:
     """Rank-frequency of the counted corpus tokens (log-log), draft-vocabulary ids marked."""
     c = counts.counts if isinstance(counts, TokenCounts) else np.asarray(counts)
     seen = np.flatnonzero(c)
@@ -160,8 +210,16 @@ def plot_token_frequencies(counts: TokenCounts | np.ndarray, selection: Any = No
     ax = fig.add_subplot()
     if selection is not None:
         mask = selection_mask(selection, int(c.shape[0]))[order]
-        ax.scatter(ranks[mask], c[order][mask], s=8, color=_OK, label=f"in draft vocabulary ({int(mask.sum())})")
-        ax.scatter(ranks[~mask], c[order][~mask], s=8, color=_BAD, label=f"not in draft vocabulary ({int((~mask).sum())})")
+        ax.scatter(
+            ranks[mask], c[order][mask], s=8, color=_OK, label=f"in draft vocabulary ({int(mask.sum())})"
+        )
+        ax.scatter(
+            ranks[~mask],
+            c[order][~mask],
+            s=8,
+            color=_BAD,
+            label=f"not in draft vocabulary ({int((~mask).sum())})",
+        )
         ax.legend(fontsize=8)
     else:
         ax.plot(ranks, c[order], color=_REF)
@@ -173,7 +231,9 @@ def plot_token_frequencies(counts: TokenCounts | np.ndarray, selection: Any = No
     return fig
 
 
-def plot_coverage_curve(reports: CoverageReport | Sequence[CoverageReport], *, title: str | None = None) -> Figure:
+def plot_coverage_curve(
+    reports: CoverageReport | Sequence[CoverageReport], *, title: str | None = None
+) -> Figure:
     """Best coverage against draft vocabulary size, each map's size and actual coverage marked."""
     items = [reports] if isinstance(reports, CoverageReport) else list(reports)
     fig = _figure()
@@ -185,9 +245,14 @@ def plot_coverage_curve(reports: CoverageReport | Sequence[CoverageReport], *, t
     for k, r in enumerate(items):
         color = [_BAD, _OK, "#2166ac", "#e08214"][k % 4]
         ax.axvline(r.draft_vocab_size, color=color, ls=":", lw=1)
-        ax.scatter([r.draft_vocab_size], [r.coverage], color=color, zorder=3,
-                   label=f"{r.label or 'map'}: v={r.draft_vocab_size}, covers {r.coverage:.1%} "
-                         f"(best {r.oracle:.1%})")
+        ax.scatter(
+            [r.draft_vocab_size],
+            [r.coverage],
+            color=color,
+            zorder=3,
+            label=f"{r.label or 'map'}: v={r.draft_vocab_size}, covers {r.coverage:.1%} "
+            f"(best {r.oracle:.1%})",
+        )
     ax.set_xscale("log")
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("draft vocabulary size v")
@@ -200,7 +265,8 @@ def plot_coverage_curve(reports: CoverageReport | Sequence[CoverageReport], *, t
 def plot_coverage_by_class(report: CoverageReport, *, title: str | None = None) -> Figure:
     """Covered and uncovered corpus tokens per token class."""
     rows = [r for r in report.by_class if r["tokens"]] or [
-        {"class": name, "tokens": 0, "covered": 0} for name in TOKEN_CLASSES[:3]]
+        {"class": name, "tokens": 0, "covered": 0} for name in TOKEN_CLASSES[:3]
+    ]
     names = [r["class"] for r in rows]
     covered = np.array([r["covered"] for r in rows])
     missed = np.array([r["tokens"] - r["covered"] for r in rows])
@@ -211,8 +277,14 @@ def plot_coverage_by_class(report: CoverageReport, *, title: str | None = None) 
     ax.barh(y, missed, left=covered, color=_BAD, label="not in draft vocabulary")
     for i, r in enumerate(rows):
         if r["tokens"]:
-            ax.annotate(f"{r['covered'] / r['tokens']:.1%} of {r['tokens']}", (r["tokens"], i),
-                        xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+            ax.annotate(
+                f"{r['covered'] / r['tokens']:.1%} of {r['tokens']}",
+                (r["tokens"], i),
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+            )
     ax.set_yticks(y, names)
     ax.invert_yaxis()
     ax.set_xlabel("counted corpus tokens")
@@ -228,7 +300,9 @@ def plot_top_uncovered(report: CoverageReport, n: int = 20, *, title: str | None
     fig = _figure(8.0, max(2.5, 0.28 * len(rows) + 1.2))
     ax = fig.add_subplot()
     if not rows:
-        ax.text(0.5, 0.5, "every counted token is in the draft vocabulary", ha="center", transform=ax.transAxes)
+        ax.text(
+            0.5, 0.5, "every counted token is in the draft vocabulary", ha="center", transform=ax.transAxes
+        )
         ax.set_axis_off()
         return fig
     y = np.arange(len(rows))

@@ -45,19 +45,19 @@ SWEEP_OFFSETS = (-1, 0, 1)
 
 CONVENTIONS: dict[str, str] = {
     "acceptance_length": "vLLM: 1 + accepted / num_drafts; includes the bonus token; in [1, K+1]. SGLang's "
-                         "spec_accept_length (completion_tokens / verify steps) equals it up to the prefill token.",
+    "spec_accept_length (completion_tokens / verify steps) equals it up to the prefill token.",
     "mean_accepted_drafts": "accepted / num_drafts: EAGLE's accept_length, excludes the bonus token.",
     "acceptance_rate": "vLLM draft acceptance rate: accepted / drafted; excludes the bonus token, depends on K.",
     "per_position.cumulative": "vLLM: accepted_per_pos[i] / num_drafts (draft i accepted, so 0..i-1 were too); "
-                               "acceptance_length = 1 + sum.",
+    "acceptance_length = 1 + sum.",
     "per_position.conditional": "per_pos[i] / per_pos[i-1] (per_pos[-1] = num_drafts): P(draft i accepted | 0..i-1 "
-                                "accepted).",
+    "accepted).",
     "teacher_forced.accuracy": "unconditional top-1 per draft step over teacher-forced greedy text (EAGLE/SpecForge "
-                               "acc_k, speculators full_acc_k).",
+    "acc_k, speculators full_acc_k).",
     "teacher_forced.conditional_accuracy": "step-k accuracy where steps < k were right (speculators cond_acc_k).",
     "teacher_forced.simulated_acceptance_length": "1 + Σ_k Π_{j≤k} cond_acc_j, truncated at K; includes the bonus "
-                                                  "token (SpecForge's simulated_acc_len excludes it and uses "
-                                                  "unconditional acc: see simulated_acceptance_length_unconditional).",
+    "token (SpecForge's simulated_acc_len excludes it and uses "
+    "unconditional acc: see simulated_acceptance_length_unconditional).",
 }
 
 
@@ -100,8 +100,12 @@ class Eagle3Proposer:
         n = len(prompt)
         self.cache = self.drafter.new_cache()
         # feature of position t is paired with token t+1; the last slot gets the bonus token
-        out = self.drafter.extend(self._ids([*prompt[1:], bonus]), self.drafter.fuse(aux),
-                                  torch.arange(n, device=self.dev), self.cache)
+        out = self.drafter.extend(
+            self._ids([*prompt[1:], bonus]),
+            self.drafter.fuse(aux),
+            torch.arange(n, device=self.dev),
+            self.cache,
+        )
         self.last, self.n = out[-1:], n
 
     @torch.inference_mode()
@@ -117,8 +121,12 @@ class Eagle3Proposer:
             drafts.append(t)
             if j == k - 1:
                 break
-            h = self.drafter.extend(self._ids([t]), self.drafter.feedback(h),
-                                    torch.tensor([self.n + j], device=self.dev), self.cache)
+            h = self.drafter.extend(
+                self._ids([t]),
+                self.drafter.feedback(h),
+                torch.tensor([self.n + j], device=self.dev),
+                self.cache,
+            )
         self.cache.truncate(self.n)
         return drafts + [-1] * (k - len(drafts))
 
@@ -126,8 +134,12 @@ class Eagle3Proposer:
     def accept(self, committed: list[int], aux: torch.Tensor | None) -> None:
         assert aux is not None
         m = len(committed)
-        out = self.drafter.extend(self._ids(committed), self.drafter.fuse(aux),
-                                  torch.arange(self.n, self.n + m, device=self.dev), self.cache)
+        out = self.drafter.extend(
+            self._ids(committed),
+            self.drafter.fuse(aux),
+            torch.arange(self.n, self.n + m, device=self.dev),
+            self.cache,
+        )
         self.last, self.n = out[-1:], self.n + m
 
 
@@ -146,7 +158,7 @@ class OracleProposer:
 
     def propose(self, k: int) -> list[int]:
         cont = self._conts[self._i]
-        out = cont[self._pos: self._pos + k]
+        out = cont[self._pos : self._pos + k]
         return out + [-1] * (k - len(out))
 
     def accept(self, committed: list[int], aux: torch.Tensor | None) -> None:
@@ -199,8 +211,9 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def speculative_decode(target: TargetModel, proposer: Proposer, prompt: list[int], k: int,
-                       max_new_tokens: int, run: LiveRun) -> list[int]:
+def speculative_decode(
+    target: TargetModel, proposer: Proposer, prompt: list[int], k: int, max_new_tokens: int, run: LiveRun
+) -> list[int]:
     """Greedy chain speculative decoding of one prompt; counters accumulate in ``run``."""
     aux_ids = proposer.aux_ids
     _sync(target.device)
@@ -293,12 +306,17 @@ class TeacherForced:
         return total
 
     def to_dict(self) -> dict[str, Any]:
-        return {"k": self.k, "aux_ids_hf": self.aux_ids, "positions": self.positions,
-                "accuracy": self.accuracy, "conditional_accuracy": self.conditional_accuracy,
-                "cumulative": self.cumulative,
-                "simulated_acceptance_length": self.simulated_acceptance_length,
-                "simulated_acceptance_length_unconditional": self.simulated_acceptance_length_unconditional,
-                "convention": CONVENTIONS["teacher_forced.simulated_acceptance_length"]}
+        return {
+            "k": self.k,
+            "aux_ids_hf": self.aux_ids,
+            "positions": self.positions,
+            "accuracy": self.accuracy,
+            "conditional_accuracy": self.conditional_accuracy,
+            "cumulative": self.cumulative,
+            "simulated_acceptance_length": self.simulated_acceptance_length,
+            "simulated_acceptance_length_unconditional": self.simulated_acceptance_length_unconditional,
+            "convention": CONVENTIONS["teacher_forced.simulated_acceptance_length"],
+        }
 
 
 @dataclass
@@ -311,8 +329,9 @@ class _TFData:
     labels: list[torch.Tensor]  # labels[s][p] = target argmax after tokens 0..p
 
 
-def _tf_data(target: TargetModel, prompts: Sequence[list[int]], continuations: Sequence[list[int]],
-             ids: Iterable[int]) -> _TFData:
+def _tf_data(
+    target: TargetModel, prompts: Sequence[list[int]], continuations: Sequence[list[int]], ids: Iterable[int]
+) -> _TFData:
     want = sorted(set(ids))
     seqs, starts, hidden, labels = [], [], [], []
     for prompt, cont in zip(prompts, continuations, strict=True):
@@ -326,8 +345,9 @@ def _tf_data(target: TargetModel, prompts: Sequence[list[int]], continuations: S
 
 
 @torch.inference_mode()
-def teacher_forced_estimate(drafter: Eagle3Drafter, data: _TFData, k: int,
-                            aux_ids: Sequence[int] | None = None) -> TeacherForced:
+def teacher_forced_estimate(
+    drafter: Eagle3Drafter, data: _TFData, k: int, aux_ids: Sequence[int] | None = None
+) -> TeacherForced:
     """Per-step accuracy of ``drafter`` under teacher forcing (EAGLE-3's training-time test)."""
     ids = list(drafter.aux_ids if aux_ids is None else aux_ids)
     dev = drafter.device
@@ -344,7 +364,7 @@ def teacher_forced_estimate(drafter: Eagle3Drafter, data: _TFData, k: int,
         steps = []
         for j in range(k):
             toks = torch.zeros(s, dtype=torch.long)
-            avail = seq_t[1 + j:]
+            avail = seq_t[1 + j :]
             toks[: avail.shape[0]] = avail[:s]
             steps.append(toks.to(dev)[None])
         outs = drafter.ttt_forward(aux[None], steps)
@@ -353,7 +373,9 @@ def teacher_forced_estimate(drafter: Eagle3Drafter, data: _TFData, k: int,
             pred = tmap[drafter.logits(out[0, start:last]).argmax(-1).cpu()]
             correct[j].append(pred == lab[slots + 1 + j])
     if not correct[0]:
-        raise UnusableInputError("no teacher-forced positions: use longer continuations (--max-new-tokens > K)")
+        raise UnusableInputError(
+            "no teacher-forced positions: use longer continuations (--max-new-tokens > K)"
+        )
     c = [torch.cat(x) for x in correct]
     positions = int(c[0].numel())
     acc = [float(x.float().mean()) for x in c]
@@ -396,26 +418,35 @@ class AuxSweep:
         best = self.best_offset
         return {
             "base_aux_ids_hf": self.base_ids,
-            "offsets": {str(o): {"aux_ids_hf": None if r is None else r.aux_ids,
-                                 "simulated_acceptance_length": None if r is None else r.simulated_acceptance_length,
-                                 "accuracy": None if r is None else r.accuracy}
-                        for o, r in self.results.items()},
+            "offsets": {
+                str(o): {
+                    "aux_ids_hf": None if r is None else r.aux_ids,
+                    "simulated_acceptance_length": None if r is None else r.simulated_acceptance_length,
+                    "accuracy": None if r is None else r.accuracy,
+                }
+                for o, r in self.results.items()
+            },
             "best_offset": best,
             "best_aux_ids_hf": [i + best for i in self.base_ids],
             "margin": self.margin,
-            "verdict": ("the aux ids as read are the best of the three" if best == 0 else
-                        f"shifting the aux ids by {best:+d} (to HF {[i + best for i in self.base_ids]}) "
-                        f"raises the simulated acceptance length by {self.margin:.2f}"),
+            "verdict": (
+                "the aux ids as read are the best of the three"
+                if best == 0
+                else f"shifting the aux ids by {best:+d} (to HF {[i + best for i in self.base_ids]}) "
+                f"raises the simulated acceptance length by {self.margin:.2f}"
+            ),
         }
 
 
-def aux_sweep(drafter: Eagle3Drafter, data: _TFData, k: int, num_layers: int,
-              offsets: Sequence[int] = SWEEP_OFFSETS) -> AuxSweep:
+def aux_sweep(
+    drafter: Eagle3Drafter, data: _TFData, k: int, num_layers: int, offsets: Sequence[int] = SWEEP_OFFSETS
+) -> AuxSweep:
     results: dict[int, TeacherForced | None] = {}
     for off in offsets:
         ids = [i + off for i in drafter.aux_ids]
-        results[off] = (teacher_forced_estimate(drafter, data, k, ids)
-                        if all(0 <= i <= num_layers for i in ids) else None)
+        results[off] = (
+            teacher_forced_estimate(drafter, data, k, ids) if all(0 <= i <= num_layers for i in ids) else None
+        )
     return AuxSweep(list(drafter.aux_ids), results)
 
 
@@ -486,19 +517,31 @@ class ProbeResult:
     def to_dict(self) -> dict[str, Any]:
         tf = self.teacher_forced
         return {
-            "drafter": self.drafter, "target": self.target, "engine": self.engine,
-            "k": self.k, "temperature": self.temperature, "device": self.device, "dtype": self.dtype,
-            "prompts": self.prompts, "max_new_tokens": self.max_new_tokens,
+            "drafter": self.drafter,
+            "target": self.target,
+            "engine": self.engine,
+            "k": self.k,
+            "temperature": self.temperature,
+            "device": self.device,
+            "dtype": self.dtype,
+            "prompts": self.prompts,
+            "max_new_tokens": self.max_new_tokens,
             "acceptance_length": self.acceptance_length,
             "mean_accepted_drafts": self.mean_accepted_drafts,
             "acceptance_rate": self.acceptance_rate,
-            "per_position": {"cumulative": self.per_position_cumulative,
-                             "conditional": self.per_position_conditional,
-                             "accepted": list(self.live.per_pos)},
-            "num_drafts": self.live.num_drafts, "drafted": self.live.drafted, "accepted": self.live.accepted,
+            "per_position": {
+                "cumulative": self.per_position_cumulative,
+                "conditional": self.per_position_conditional,
+                "accepted": list(self.live.per_pos),
+            },
+            "num_drafts": self.live.num_drafts,
+            "drafted": self.live.drafted,
+            "accepted": self.live.accepted,
             "new_tokens": self.live.new_tokens,
-            "lossless": self.lossless, "mismatched_prompts": self.mismatched_prompts,
-            "tokens_per_s": self.tokens_per_s, "greedy_tokens_per_s": self.greedy_tokens_per_s,
+            "lossless": self.lossless,
+            "mismatched_prompts": self.mismatched_prompts,
+            "tokens_per_s": self.tokens_per_s,
+            "greedy_tokens_per_s": self.greedy_tokens_per_s,
             "speedup_vs_greedy": self.speedup_vs_greedy,
             "teacher_forced": None if tf is None else tf.to_dict(),
             "aux_sweep": None if self.aux_sweep is None else self.aux_sweep.to_dict(),
@@ -534,8 +577,9 @@ def read_prompts(path: str | Path) -> list[str]:
     return out
 
 
-def load_target(target: str | Path | TargetModel, device: str | torch.device = "auto",
-                dtype: torch.dtype | None = None) -> TargetModel:
+def load_target(
+    target: str | Path | TargetModel, device: str | torch.device = "auto", dtype: torch.dtype | None = None
+) -> TargetModel:
     from .reference.target import TargetModel
 
     if isinstance(target, TargetModel):
@@ -543,7 +587,9 @@ def load_target(target: str | Path | TargetModel, device: str | torch.device = "
     return TargetModel(target, device=device, dtype=dtype)
 
 
-def _prompt_ids(target: TargetModel, prompts: str | Path | Sequence[str] | Sequence[Sequence[int]]) -> list[list[int]]:
+def _prompt_ids(
+    target: TargetModel, prompts: str | Path | Sequence[str] | Sequence[Sequence[int]]
+) -> list[list[int]]:
     items: Sequence[Any] = read_prompts(prompts) if isinstance(prompts, (str, Path)) else prompts
     if not items:
         raise UnusableInputError("no prompts given")
@@ -582,8 +628,19 @@ def probe(
     synchronisation costs more than the matrix products — and leaves torch's setting otherwise.
     """
     with _threads(target, device, threads):
-        return _probe(drafter, target, prompts, k=k, max_new_tokens=max_new_tokens, device=device,
-                      engine=engine, dtype=dtype, teacher_forced=teacher_forced, sweep=sweep, greedy=greedy)
+        return _probe(
+            drafter,
+            target,
+            prompts,
+            k=k,
+            max_new_tokens=max_new_tokens,
+            device=device,
+            engine=engine,
+            dtype=dtype,
+            teacher_forced=teacher_forced,
+            sweep=sweep,
+            greedy=greedy,
+        )
 
 
 SMALL_MODEL_PARAMS = 100_000_000
@@ -656,8 +713,11 @@ def _probe(
         drafter_name = f"<{type(drafter).__name__}>"
 
     run = LiveRun(k)
-    reuse = greedy is not None and len(greedy.outputs) == len(prompt_ids) and all(
-        len(o) >= max_new_tokens for o in greedy.outputs)
+    reuse = (
+        greedy is not None
+        and len(greedy.outputs) == len(prompt_ids)
+        and all(len(o) >= max_new_tokens for o in greedy.outputs)
+    )
     gr = GreedyRun() if not reuse else greedy
     assert gr is not None
     _warm_up(tm, model, prompt_ids[0])
@@ -682,10 +742,22 @@ def _probe(
             sw = aux_sweep(model, data, k, tm.num_layers)
     view = model.view.to_dict() if model is not None and model.view is not None else None
     return ProbeResult(
-        drafter=drafter_name, target=str(tm.path), engine=engine if model is not None else "control",
-        k=k, device=str(tm.device), dtype=str(tm.dtype).replace("torch.", ""), prompts=len(prompt_ids),
-        max_new_tokens=max_new_tokens, live=run, greedy=gr, lossless=not mismatched,
-        mismatched_prompts=mismatched, teacher_forced=tf, aux_sweep=sw, view=view)
+        drafter=drafter_name,
+        target=str(tm.path),
+        engine=engine if model is not None else "control",
+        k=k,
+        device=str(tm.device),
+        dtype=str(tm.dtype).replace("torch.", ""),
+        prompts=len(prompt_ids),
+        max_new_tokens=max_new_tokens,
+        live=run,
+        greedy=gr,
+        lossless=not mismatched,
+        mismatched_prompts=mismatched,
+        teacher_forced=tf,
+        aux_sweep=sw,
+        view=view,
+    )
 
 
 def _warm_up(tm: TargetModel, model: Eagle3Drafter | None, prompt: list[int]) -> None:
@@ -716,8 +788,10 @@ def render_probe(r: ProbeResult) -> str:
         f"acceptance length      {_f(r.acceptance_length)}   (vLLM: 1 + accepted/num_drafts, includes the bonus)",
         f"mean accepted drafts   {_f(r.mean_accepted_drafts)}   (excludes the bonus)",
         f"acceptance rate        {_f(r.acceptance_rate)}   (accepted/drafted = {r.live.accepted}/{r.live.drafted})",
-        "per position           cumulative " + " ".join(_f(x, 2) for x in r.per_position_cumulative)
-        + "   conditional " + " ".join(_f(x, 2) for x in r.per_position_conditional),
+        "per position           cumulative "
+        + " ".join(_f(x, 2) for x in r.per_position_cumulative)
+        + "   conditional "
+        + " ".join(_f(x, 2) for x in r.per_position_conditional),
         f"lossless               {'yes' if r.lossless else 'NO (prompts ' + str(r.mismatched_prompts) + ')'}"
         "   (committed tokens == plain greedy decoding)",
         f"tokens/s               spec {_f(r.tokens_per_s, 1)}   greedy {_f(r.greedy_tokens_per_s, 1)}   "
@@ -729,8 +803,10 @@ def render_probe(r: ProbeResult) -> str:
             "",
             f"teacher-forced         simulated AL {_f(tf.simulated_acceptance_length)} (1 + Σ Π cond_acc; live "
             f"{_f(r.acceptance_length)})   over {tf.positions} positions",
-            "                       accuracy " + " ".join(_f(x, 2) for x in tf.accuracy)
-            + "   conditional " + " ".join(_f(x, 2) for x in tf.conditional_accuracy),
+            "                       accuracy "
+            + " ".join(_f(x, 2) for x in tf.accuracy)
+            + "   conditional "
+            + " ".join(_f(x, 2) for x in tf.conditional_accuracy),
         ]
     sw = r.aux_sweep
     if sw is not None:
@@ -739,14 +815,21 @@ def render_probe(r: ProbeResult) -> str:
         lines += ["", f"aux sweep (HF {sw.base_ids})  {scores}", f"                       {d['verdict']}"]
     if r.view:
         v = r.view
-        lines += ["", f"view                   aux {v['aux_ids_hf']} from {v['aux_source']}",
-                  f"                       d2t: {v['d2t_source']}"]
+        lines += [
+            "",
+            f"view                   aux {v['aux_ids_hf']} from {v['aux_source']}",
+            f"                       d2t: {v['d2t_source']}",
+        ]
         if v["unfilled"]:
-            lines.append(f"                       never loaded (uninitialised): {len(v['unfilled'])} tensors "
-                         f"(e.g. {v['unfilled'][0]})")
+            lines.append(
+                f"                       never loaded (uninitialised): {len(v['unfilled'])} tensors "
+                f"(e.g. {v['unfilled'][0]})"
+            )
         if v["ignored_keys"]:
-            lines.append(f"                       checkpoint keys not used: {len(v['ignored_keys'])} "
-                         f"(e.g. {v['ignored_keys'][0]})")
+            lines.append(
+                f"                       checkpoint keys not used: {len(v['ignored_keys'])} "
+                f"(e.g. {v['ignored_keys'][0]})"
+            )
     return "\n".join(lines)
 
 
@@ -762,16 +845,25 @@ def summary_table(r: ProbeResult) -> Any:
     tf = r.teacher_forced
     rows = [
         ("acceptance length (live)", r.acceptance_length, CONVENTIONS["acceptance_length"]),
-        ("simulated acceptance length (teacher-forced)",
-         None if tf is None else tf.simulated_acceptance_length,
-         CONVENTIONS["teacher_forced.simulated_acceptance_length"]),
+        (
+            "simulated acceptance length (teacher-forced)",
+            None if tf is None else tf.simulated_acceptance_length,
+            CONVENTIONS["teacher_forced.simulated_acceptance_length"],
+        ),
         ("mean accepted drafts", r.mean_accepted_drafts, CONVENTIONS["mean_accepted_drafts"]),
         ("acceptance rate", r.acceptance_rate, CONVENTIONS["acceptance_rate"]),
         ("drafts (verify steps)", r.live.num_drafts, "vLLM num_drafts"),
-        ("drafted / accepted tokens", f"{r.live.drafted} / {r.live.accepted}", "vLLM num_draft_tokens / "
-                                                                              "num_accepted_tokens"),
+        (
+            "drafted / accepted tokens",
+            f"{r.live.drafted} / {r.live.accepted}",
+            "vLLM num_draft_tokens / num_accepted_tokens",
+        ),
         ("lossless", r.lossless, "committed tokens == plain greedy decoding of the target, every prompt"),
-        ("tokens/s speculative", r.tokens_per_s, f"{r.device} ({r.dtype}), new tokens / wall time incl. prefill"),
+        (
+            "tokens/s speculative",
+            r.tokens_per_s,
+            f"{r.device} ({r.dtype}), new tokens / wall time incl. prefill",
+        ),
         ("tokens/s plain greedy", r.greedy_tokens_per_s, "same target, prompts and device"),
         ("speedup", r.speedup_vs_greedy, "speculative / greedy tokens per second"),
     ]
@@ -801,7 +893,10 @@ def per_position_figure(r: ProbeResult) -> Any:
 
     fig = Figure(figsize=(6.4, 3.2), layout="constrained")
     ax = fig.subplots()
-    series = [("live cumulative", r.per_position_cumulative), ("live conditional", r.per_position_conditional)]
+    series = [
+        ("live cumulative", r.per_position_cumulative),
+        ("live conditional", r.per_position_conditional),
+    ]
     if r.teacher_forced is not None:
         series.append(("teacher-forced cumulative", r.teacher_forced.cumulative))
     width = 0.8 / len(series)
@@ -823,10 +918,15 @@ def aux_sweep_table(r: ProbeResult) -> Any:
         return pd.DataFrame(columns=["offset", "aux ids (HF)", "simulated acceptance length", "best"])
     rows = []
     for off, res in sw.results.items():
-        rows.append({"offset": f"{off:+d}", "aux ids (HF)": None if res is None else str(res.aux_ids),
-                     "simulated acceptance length": None if res is None else res.simulated_acceptance_length,
-                     "step-0 accuracy": None if res is None else res.accuracy[0],
-                     "best": "◀" if off == sw.best_offset else ""})
+        rows.append(
+            {
+                "offset": f"{off:+d}",
+                "aux ids (HF)": None if res is None else str(res.aux_ids),
+                "simulated acceptance length": None if res is None else res.simulated_acceptance_length,
+                "step-0 accuracy": None if res is None else res.accuracy[0],
+                "best": "◀" if off == sw.best_offset else "",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -836,9 +936,13 @@ def sweep_verdict(r: ProbeResult) -> str:
 
 def lossless_text(r: ProbeResult) -> str:
     if r.lossless:
-        return (f"Lossless: the {r.live.new_tokens} committed tokens over {r.prompts} prompts equal plain greedy "
-                "decoding of the target.")
-    return f"NOT lossless: prompts {r.mismatched_prompts} differ from plain greedy decoding (a bug or numerics)."
+        return (
+            f"Lossless: the {r.live.new_tokens} committed tokens over {r.prompts} prompts equal plain greedy "
+            "decoding of the target."
+        )
+    return (
+        f"NOT lossless: prompts {r.mismatched_prompts} differ from plain greedy decoding (a bug or numerics)."
+    )
 
 
 def view_table(r: ProbeResult) -> Any:
@@ -846,13 +950,21 @@ def view_table(r: ProbeResult) -> Any:
     import pandas as pd
 
     v = r.view or {}
-    rows = [("engine view", v.get("engine")), ("revision", v.get("revision")), ("format family", v.get("family")),
-            ("aux ids (HF index)", str(v.get("aux_ids_hf"))), ("aux ids from", v.get("aux_source")),
-            ("norm flags", str(v.get("flags"))), ("d2t", v.get("d2t_source")),
-            ("from the target", ", ".join(v.get("from_target", [])) or "—"),
-            ("never loaded (uninitialised)", f"{len(v.get('unfilled', []))}: "
-                                             + ", ".join(v.get("unfilled", [])[:6])),
-            ("checkpoint keys not used", ", ".join(v.get("ignored_keys", [])[:8]) or "—")]
+    rows = [
+        ("engine view", v.get("engine")),
+        ("revision", v.get("revision")),
+        ("format family", v.get("family")),
+        ("aux ids (HF index)", str(v.get("aux_ids_hf"))),
+        ("aux ids from", v.get("aux_source")),
+        ("norm flags", str(v.get("flags"))),
+        ("d2t", v.get("d2t_source")),
+        ("from the target", ", ".join(v.get("from_target", [])) or "—"),
+        (
+            "never loaded (uninitialised)",
+            f"{len(v.get('unfilled', []))}: " + ", ".join(v.get("unfilled", [])[:6]),
+        ),
+        ("checkpoint keys not used", ", ".join(v.get("ignored_keys", [])[:8]) or "—"),
+    ]
     return pd.DataFrame(rows, columns=["", "value"])
 
 
@@ -897,21 +1009,44 @@ def compare_variants(
             for engine in engines:
                 row: dict[str, Any] = {"drafter": name, "engine": engine}
                 try:
-                    r = _probe(path, tm, ids, k=k, max_new_tokens=max_new_tokens, device=device, engine=engine,
-                               dtype=None, teacher_forced=True, sweep=True, greedy=greedy)
+                    r = _probe(
+                        path,
+                        tm,
+                        ids,
+                        k=k,
+                        max_new_tokens=max_new_tokens,
+                        device=device,
+                        engine=engine,
+                        dtype=None,
+                        teacher_forced=True,
+                        sweep=True,
+                        greedy=greedy,
+                    )
                 except UnusableInputError as exc:
-                    row.update({"acceptance length": None, "simulated AL": None, "lossless": None,
-                                "best aux offset": None, "speedup": None, "note": str(exc)})
+                    row.update(
+                        {
+                            "acceptance length": None,
+                            "simulated AL": None,
+                            "lossless": None,
+                            "best aux offset": None,
+                            "speedup": None,
+                            "note": str(exc),
+                        }
+                    )
                     rows.append(row)
                     continue
                 greedy = r.greedy
                 tf, sw = r.teacher_forced, r.aux_sweep
-                row.update({"acceptance length": round(r.acceptance_length, 3),
-                            "simulated AL": None if tf is None else round(tf.simulated_acceptance_length, 3),
-                            "lossless": r.lossless,
-                            "best aux offset": None if sw is None else sw.best_offset,
-                            "speedup": None if r.speedup_vs_greedy is None else round(r.speedup_vs_greedy, 2),
-                            "note": _view_note(r)})
+                row.update(
+                    {
+                        "acceptance length": round(r.acceptance_length, 3),
+                        "simulated AL": None if tf is None else round(tf.simulated_acceptance_length, 3),
+                        "lossless": r.lossless,
+                        "best aux offset": None if sw is None else sw.best_offset,
+                        "speedup": None if r.speedup_vs_greedy is None else round(r.speedup_vs_greedy, 2),
+                        "note": _view_note(r),
+                    }
+                )
                 rows.append(row)
     return pd.DataFrame(rows)
 
@@ -940,9 +1075,15 @@ def variants_figure(table: Any) -> Any:
     for n, engine in enumerate(engines):
         sub = table[table["engine"] == engine].set_index("drafter")
         values = [sub["acceptance length"].get(name) for name in names]
-        ax.bar([i + n * width for i in range(len(names))], [v if v is not None else 0 for v in values], width,
-               label=engine)
-    ax.set_xticks([i + width * (len(engines) - 1) / 2 for i in range(len(names))], names, rotation=20, ha="right")
+        ax.bar(
+            [i + n * width for i in range(len(names))],
+            [v if v is not None else 0 for v in values],
+            width,
+            label=engine,
+        )
+    ax.set_xticks(
+        [i + width * (len(engines) - 1) / 2 for i in range(len(names))], names, rotation=20, ha="right"
+    )
     ax.axhline(1.0, color="grey", lw=0.8, ls=":")
     ax.set_ylabel("acceptance length")
     ax.legend(fontsize=8)

@@ -61,10 +61,7 @@ def record(name: str, value: Any) -> None:
 
 def finding_records(diagnosis: Any) -> list[dict[str, Any]]:
     """Every finding of a :class:`~eagle3_forensics.diagnose.Diagnosis` as ``{code, severity, engine}``."""
-    return [
-        {"code": f.code, "severity": f.severity.value, "engine": f.engine}
-        for f in diagnosis.findings
-    ]
+    return [{"code": f.code, "severity": f.severity.value, "engine": f.engine} for f in diagnosis.findings]
 
 
 def record_diagnosis(diagnosis: Any) -> None:
@@ -90,11 +87,22 @@ def acceptance_metrics(value: Any) -> dict[str, Any] | None:
         cumulative, conditional = pp.get("cumulative"), pp.get("conditional")
     else:
         cumulative, conditional = pp, value.get("per_position_conditional")
-    keys = ("engine", "k", "prompts", "max_new_tokens", "device", "lossless", "acceptance_rate",
-            "tokens_per_s", "speedup_vs_greedy")
-    out: dict[str, Any] = {"acceptance_length": value["acceptance_length"],
-                           "per_position": list(cumulative or []),
-                           "per_position_conditional": list(conditional or [])}
+    keys = (
+        "engine",
+        "k",
+        "prompts",
+        "max_new_tokens",
+        "device",
+        "lossless",
+        "acceptance_rate",
+        "tokens_per_s",
+        "speedup_vs_greedy",
+    )
+    out: dict[str, Any] = {
+        "acceptance_length": value["acceptance_length"],
+        "per_position": list(cumulative or []),
+        "per_position_conditional": list(conditional or []),
+    }
     out.update({k: value[k] for k in keys if k in value})
     return out
 

@@ -36,20 +36,28 @@ def render_finding(f: Finding) -> str:
 
 def render_diagnosis(d: Diagnosis) -> str:
     counts = d.counts()
-    out = [f"checkpoint: {d.checkpoint}", f"format:     {d.format}", f"engines:    {', '.join(d.engines)}",
-           f"verdict:    {d.verdict().upper()}  ({counts['error']} error, {counts['warning']} warning, "
-           f"{counts['info']} info)"]
+    out = [
+        f"checkpoint: {d.checkpoint}",
+        f"format:     {d.format}",
+        f"engines:    {', '.join(d.engines)}",
+        f"verdict:    {d.verdict().upper()}  ({counts['error']} error, {counts['warning']} warning, "
+        f"{counts['info']} info)",
+    ]
     if d.loads:
         out.append("")
-        out.append("load simulation (tensors: loaded/renamed/fused · overwritten by target · dropped · rejected;"
-                   " engine params unfilled):")
+        out.append(
+            "load simulation (tensors: loaded/renamed/fused · overwritten by target · dropped · rejected;"
+            " engine params unfilled):"
+        )
         for name, load in d.loads.items():
             c = load.counts()
             used = c["loaded"] + c["renamed"] + c["fused"]
             status = "config OK" if load.config_readable else "CONFIG UNREADABLE"
-            out.append(f"  {name:12} {used:4} used · {c['overwritten']:2} from target · "
-                       f"{c['dropped'] + c['warned']:3} dropped · {c['rejected']:3} rejected · "
-                       f"{c['unfilled']:3} unfilled · {status} · verdict {d.verdict(name)}")
+            out.append(
+                f"  {name:12} {used:4} used · {c['overwritten']:2} from target · "
+                f"{c['dropped'] + c['warned']:3} dropped · {c['rejected']:3} rejected · "
+                f"{c['unfilled']:3} unfilled · {status} · verdict {d.verdict(name)}"
+            )
     if d.findings:
         out.append("")
         out.extend(render_finding(f) for f in d.findings)
@@ -59,10 +67,16 @@ def render_diagnosis(d: Diagnosis) -> str:
 
 
 def render_inspection(ins: Inspection) -> str:
-    out = [f"checkpoint: {ins.checkpoint}", f"format:     {ins.format.label}",
-           f"weights:    {ins.weight_format}, {len(ins.tensors)} tensors, {_human_bytes(ins.total_bytes)}", ""]
+    out = [
+        f"checkpoint: {ins.checkpoint}",
+        f"format:     {ins.format.label}",
+        f"weights:    {ins.weight_format}, {len(ins.tensors)} tensors, {_human_bytes(ins.total_bytes)}",
+        "",
+    ]
     width = max((len(t.name) for t in ins.tensors), default=10)
     out.append(f"{'name':{width}}  {'shape':>18}  {'dtype':5}  {'bytes':>10}  shard")
     for t in ins.tensors:
-        out.append(f"{t.name:{width}}  {list(t.shape)!s:>18}  {t.dtype:5}  {_human_bytes(t.nbytes):>10}  {t.shard}")
+        out.append(
+            f"{t.name:{width}}  {list(t.shape)!s:>18}  {t.dtype:5}  {_human_bytes(t.nbytes):>10}  {t.shard}"
+        )
     return "\n".join(out)

@@ -142,99 +142,205 @@ class Policy:
         return self.action == FIX and self.fixable_if is not None and self.fixable_if not in finding.evidence
 
     def to_dict(self) -> dict[str, Any]:
-        return {"action": self.action, "fixed_by": list(self.fixed_by), "reason": self.reason,
-                "options": list(self.options), "fixable_if": self.fixable_if}
+        return {
+            "action": self.action,
+            "fixed_by": list(self.fixed_by),
+            "reason": self.reason,
+            "options": list(self.options),
+            "fixable_if": self.fixable_if,
+        }
 
 
 _SERVE_VLLM = "serve it on vLLM, which implements it"
 POLICY: dict[str, Policy] = {
-    "CHECKPOINT_UNREADABLE": Policy(UNUSABLE, reason="the checkpoint cannot be read",
-                                    options=("check the path; re-copy or re-export the checkpoint",)),
-    "NOT_EAGLE3": Policy(REFUSE, reason="the files do not describe an EAGLE-3 drafter; no conversion makes one",
-                         options=("point the tool at the drafter directory (not the target)",
-                                  "serve it with the algorithm it implements (EAGLE / EAGLE-2)")),
+    "CHECKPOINT_UNREADABLE": Policy(
+        UNUSABLE,
+        reason="the checkpoint cannot be read",
+        options=("check the path; re-copy or re-export the checkpoint",),
+    ),
+    "NOT_EAGLE3": Policy(
+        REFUSE,
+        reason="the files do not describe an EAGLE-3 drafter; no conversion makes one",
+        options=(
+            "point the tool at the drafter directory (not the target)",
+            "serve it with the algorithm it implements (EAGLE / EAGLE-2)",
+        ),
+    ),
     "CONFIG_UNREADABLE_BY_ENGINE": Policy(
-        FIX, (CONFIG,), "the config could not be rewritten into a form {engine} reads",
-        ("write the missing fields into a copy of config.json and repair that copy",)),
+        FIX,
+        (CONFIG,),
+        "the config could not be rewritten into a form {engine} reads",
+        ("write the missing fields into a copy of config.json and repair that copy",),
+    ),
     "KEYS_DROPPED_BY_ENGINE": Policy(
-        FIX, (RENAME, DROP, STRIP, CONFIG), "trained drafter weights that {engine} has no parameter for under any "
+        FIX,
+        (RENAME, DROP, STRIP, CONFIG),
+        "trained drafter weights that {engine} has no parameter for under any "
         "spelling; dropping them would serve a different model",
-        (_SERVE_VLLM, "retrain without them for {engine}")),
+        (_SERVE_VLLM, "retrain without them for {engine}"),
+    ),
     "KEYS_REJECTED_BY_ENGINE": Policy(
-        FIX, (RENAME, DROP, STRIP, CONFIG), "trained drafter weights that {engine} has no parameter for (it refuses to "
+        FIX,
+        (RENAME, DROP, STRIP, CONFIG),
+        "trained drafter weights that {engine} has no parameter for (it refuses to "
         "load them); dropping them would serve a different model",
-        ("serve it on an engine with a model class for these weights", "retrain with a Llama-style draft layer")),
+        (
+            "serve it on an engine with a model class for these weights",
+            "retrain with a Llama-style draft layer",
+        ),
+    ),
     "PARAMS_UNFILLED": Policy(
-        FIX, (RENAME, SHIP, CONFIG), "engine parameters that no tensor of the checkpoint (or of --target) can fill",
-        ("re-export the drafter with every trained tensor", "pass --target with weights when the engine "
-         "needs the target's embedding shipped")),
+        FIX,
+        (RENAME, SHIP, CONFIG),
+        "engine parameters that no tensor of the checkpoint (or of --target) can fill",
+        (
+            "re-export the drafter with every trained tensor",
+            "pass --target with weights when the engine needs the target's embedding shipped",
+        ),
+    ),
     "MULTI_LAYER_DRAFTER": Policy(
-        REFUSE, reason="{engine} builds one decoder layer and the drafter has more; dropping the others "
-        "serves a truncated model", options=("serve it on vLLM (multi-layer EAGLE-3)",
-                                             "retrain with one decoder layer")),
+        REFUSE,
+        reason="{engine} builds one decoder layer and the drafter has more; dropping the others "
+        "serves a truncated model",
+        options=("serve it on vLLM (multi-layer EAGLE-3)", "retrain with one decoder layer"),
+    ),
     "LM_HEAD_MISSING": Policy(
-        REFUSE, reason="there is no trained draft lm_head, and none can be derived",
-        options=("re-export the drafter with its [draft_vocab_size, hidden] lm_head.weight",)),
+        REFUSE,
+        reason="there is no trained draft lm_head, and none can be derived",
+        options=("re-export the drafter with its [draft_vocab_size, hidden] lm_head.weight",),
+    ),
     "EMBED_TOKENS_PROBLEM": Policy(
-        FIX, (STRIP, SHIP), "the embedding {engine} needs cannot be supplied",
-        ("pass --target with weights whose embedding is [vocab_size, hidden_size]",
-         "re-export the drafter with the embedding it was trained with", _SERVE_VLLM)),
+        FIX,
+        (STRIP, SHIP),
+        "the embedding {engine} needs cannot be supplied",
+        (
+            "pass --target with weights whose embedding is [vocab_size, hidden_size]",
+            "re-export the drafter with the embedding it was trained with",
+            _SERVE_VLLM,
+        ),
+    ),
     "D2T_MISSING": Policy(
-        FIX, (VOCAB,), "there is no d2t and no trustworthy t2d to rebuild it from",
-        ("pass --rebuild-vocab-from FILE with the training token ids (input_ids, optional loss_mask)",)),
-    "D2T_ABSOLUTE": Policy(FIX, (VOCAB,), "the absolute ids could not be converted to a consistent map",
-                           ("pass --rebuild-vocab-from FILE with the training token ids",)),
-    "D2T_DOUBLE_OFFSET": Policy(FIX, (VOCAB,), "the double offsets could not be undone into a consistent map",
-                                ("pass --rebuild-vocab-from FILE with the training token ids",)),
+        FIX,
+        (VOCAB,),
+        "there is no d2t and no trustworthy t2d to rebuild it from",
+        ("pass --rebuild-vocab-from FILE with the training token ids (input_ids, optional loss_mask)",),
+    ),
+    "D2T_ABSOLUTE": Policy(
+        FIX,
+        (VOCAB,),
+        "the absolute ids could not be converted to a consistent map",
+        ("pass --rebuild-vocab-from FILE with the training token ids",),
+    ),
+    "D2T_DOUBLE_OFFSET": Policy(
+        FIX,
+        (VOCAB,),
+        "the double offsets could not be undone into a consistent map",
+        ("pass --rebuild-vocab-from FILE with the training token ids",),
+    ),
     "D2T_T2D_MISMATCH": Policy(
-        FIX, (VOCAB,), "d2t and t2d describe different draft vocabularies and nothing says which one the "
+        FIX,
+        (VOCAB,),
+        "d2t and t2d describe different draft vocabularies and nothing says which one the "
         "weights were trained with",
-        ("pass --trust-t2d to rebuild d2t from t2d", "pass --trust-d2t to rebuild t2d from d2t",
-         "pass --rebuild-vocab-from FILE with the training token ids to rebuild both")),
+        (
+            "pass --trust-t2d to rebuild d2t from t2d",
+            "pass --trust-d2t to rebuild t2d from d2t",
+            "pass --rebuild-vocab-from FILE with the training token ids to rebuild both",
+        ),
+    ),
     "D2T_INVALID": Policy(
-        FIX, (VOCAB,), "d2t cannot be a draft→target map and cannot be repaired from itself",
-        ("pass --trust-t2d to rebuild d2t from a valid t2d",
-         "pass --rebuild-vocab-from FILE with the training token ids")),
+        FIX,
+        (VOCAB,),
+        "d2t cannot be a draft→target map and cannot be repaired from itself",
+        (
+            "pass --trust-t2d to rebuild d2t from a valid t2d",
+            "pass --rebuild-vocab-from FILE with the training token ids",
+        ),
+    ),
     "T2D_INVALID": Policy(
-        FIX, (VOCAB,), "t2d is not a valid mask and does not agree with d2t",
-        ("pass --trust-d2t to rebuild t2d from d2t",
-         "pass --rebuild-vocab-from FILE with the training token ids")),
+        FIX,
+        (VOCAB,),
+        "t2d is not a valid mask and does not agree with d2t",
+        (
+            "pass --trust-d2t to rebuild t2d from d2t",
+            "pass --rebuild-vocab-from FILE with the training token ids",
+        ),
+    ),
     "VOCAB_SIZE_INCONSISTENT": Policy(
-        FIX, (CONFIG, VOCAB), "sizes disagree between the tensors themselves (usually tensors from two runs)",
-        ("use lm_head, d2t and t2d from the same training run",
-         "pass --rebuild-vocab-from FILE to rebuild d2t/t2d for the shipped lm_head")),
-    "DRAFT_VOCAB_SIZE_MISSING": Policy(FIX, (CONFIG,), "draft_vocab_size could not be derived",
-                                       ("write draft_vocab_size = lm_head rows into a copy of config.json",)),
-    "TIED_EMBEDDINGS_ON_REDUCED_VOCAB": Policy(FIX, (CONFIG,), "tie_word_embeddings could not be turned off",
-                                               ("write tie_word_embeddings: false by hand",)),
+        FIX,
+        (CONFIG, VOCAB),
+        "sizes disagree between the tensors themselves (usually tensors from two runs)",
+        (
+            "use lm_head, d2t and t2d from the same training run",
+            "pass --rebuild-vocab-from FILE to rebuild d2t/t2d for the shipped lm_head",
+        ),
+    ),
+    "DRAFT_VOCAB_SIZE_MISSING": Policy(
+        FIX,
+        (CONFIG,),
+        "draft_vocab_size could not be derived",
+        ("write draft_vocab_size = lm_head rows into a copy of config.json",),
+    ),
+    "TIED_EMBEDDINGS_ON_REDUCED_VOCAB": Policy(
+        FIX,
+        (CONFIG,),
+        "tie_word_embeddings could not be turned off",
+        ("write tie_word_embeddings: false by hand",),
+    ),
     "FC_WIDTH_MISMATCH": Policy(
-        REFUSE, reason="fc takes a different number of aux states (or target width) than {engine} builds",
-        options=("serve it on vLLM, which sizes fc from the number of aux ids",
-                 "if target_hidden_size or the aux ids in the config are wrong, correct them by hand")),
-    "TARGET_MISMATCH": Policy(REFUSE, reason="the drafter was not trained for this target",
-                              options=("use the drafter trained for this target", "retrain")),
+        REFUSE,
+        reason="fc takes a different number of aux states (or target width) than {engine} builds",
+        options=(
+            "serve it on vLLM, which sizes fc from the number of aux ids",
+            "if target_hidden_size or the aux ids in the config are wrong, correct them by hand",
+        ),
+    ),
+    "TARGET_MISMATCH": Policy(
+        REFUSE,
+        reason="the drafter was not trained for this target",
+        options=("use the drafter trained for this target", "retrain"),
+    ),
     "AUX_LAYER_IDS_INVALID": Policy(
-        REFUSE, reason="the aux-layer ids are malformed or out of range; the trained ones cannot be inferred",
-        options=("write the ids the drafter was trained with into a copy of config.json and repair that",)),
+        REFUSE,
+        reason="the aux-layer ids are malformed or out of range; the trained ones cannot be inferred",
+        options=("write the ids the drafter was trained with into a copy of config.json and repair that",),
+    ),
     "AUX_LAYER_IDS_IGNORED_BY_ENGINE": Policy(
-        FIX, (CONFIG,), "the trained aux-layer ids are not known",
-        ("pass --target so the trainer's default ids can be resolved",
-         "write the trained ids into a copy of config.json")),
+        FIX,
+        (CONFIG,),
+        "the trained aux-layer ids are not known",
+        (
+            "pass --target so the trainer's default ids can be resolved",
+            "write the trained ids into a copy of config.json",
+        ),
+    ),
     "AUX_LAYER_IDS_CONVENTION_SHIFT": Policy(
-        FIX, (CONFIG,), "the trained aux-layer ids cannot be expressed where {engine} reads them",
-        ("check the trained ids with the probe's aux sweep and write them by hand",)),
+        FIX,
+        (CONFIG,),
+        "the trained aux-layer ids cannot be expressed where {engine} reads them",
+        ("check the trained ids with the probe's aux sweep and write them by hand",),
+    ),
     # Fixable only when the engine implements the variant and merely reads another value ("mismatched");
     # a variant the engine does not implement is refused before planning, whatever the conversion does.
     "NORM_FLAGS_UNSUPPORTED": Policy(
-        FIX, (CONFIG,), "the drafter was trained with a normalisation variant {engine} does not implement; "
+        FIX,
+        (CONFIG,),
+        "the drafter was trained with a normalisation variant {engine} does not implement; "
         "no weight-space conversion exists",
-        ("serve it on vLLM, which implements norm_before_residual, norm_before_fc, fc_norm and norm_output",
-         "retrain with these variants off for {engine}"), fixable_if="mismatched"),
+        (
+            "serve it on vLLM, which implements norm_before_residual, norm_before_fc, fc_norm and norm_output",
+            "retrain with these variants off for {engine}",
+        ),
+        fixable_if="mismatched",
+    ),
     "NORM_OUTPUT_MEANING_CLASH": Policy(FIX, (CONFIG,), "norm_output could not be removed", ()),
     "ROPE_MISMATCH": Policy(FIX, (CONFIG,), "RoPE fields could not be mirrored", ()),
     "CONTEXT_TOO_SHORT": Policy(NOTHING, reason="the trained context length is not changed by a conversion"),
-    "WEIGHTS_NONFINITE": Policy(REFUSE, reason="weights contain NaN or Inf; no conversion restores them",
-                                options=("re-export from the last good training checkpoint",)),
+    "WEIGHTS_NONFINITE": Policy(
+        REFUSE,
+        reason="weights contain NaN or Inf; no conversion restores them",
+        options=("re-export from the last good training checkpoint",),
+    ),
     "WEIGHTS_LOOK_UNTRAINED": Policy(NOTHING, reason="a warning about training, not about the format"),
     "DTYPE_MISMATCH": Policy(NOTHING, reason="dtypes are kept as trained"),
 }
@@ -261,8 +367,13 @@ class Step:
     detail: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "description": self.description, "tensors": self.tensors,
-                "fixes": self.fixes, "detail": self.detail}
+        return {
+            "kind": self.kind,
+            "description": self.description,
+            "tensors": self.tensors,
+            "fixes": self.fixes,
+            "detail": self.detail,
+        }
 
 
 @dataclass
@@ -341,16 +452,27 @@ class RepairPlan:
     def source_errors(self) -> list[Finding]:
         if self.diagnosis is None:
             return []
-        return [f for f in self.diagnosis.findings
-                if f.severity is Severity.ERROR and f.engine in (None, self.engine)]
+        return [
+            f
+            for f in self.diagnosis.findings
+            if f.severity is Severity.ERROR and f.engine in (None, self.engine)
+        ]
 
     def predicted_errors(self) -> list[Finding]:
         return [f for f in self.predicted if f.severity is Severity.ERROR and f.engine in (None, self.engine)]
 
     def steps_table(self) -> list[dict[str, Any]]:
         """One row per step (for a DataFrame in a notebook)."""
-        return [{"#": i, "kind": s.kind, "description": s.description, "tensors": len(s.tensors),
-                 "fixes": ", ".join(s.fixes)} for i, s in enumerate(self.steps, 1)]
+        return [
+            {
+                "#": i,
+                "kind": s.kind,
+                "description": s.description,
+                "tensors": len(s.tensors),
+                "fixes": ", ".join(s.fixes),
+            }
+            for i, s in enumerate(self.steps, 1)
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -396,15 +518,27 @@ class RepairResult:
             engine = self.plan.engine
             verification = {
                 "engine": engine,
-                "errors": [f.to_dict() for f in self.verification.findings
-                           if f.severity is Severity.ERROR and f.engine in (None, engine)],
-                "warnings": [f.code for f in self.verification.findings
-                             if f.severity is Severity.WARNING and f.engine in (None, engine)],
+                "errors": [
+                    f.to_dict()
+                    for f in self.verification.findings
+                    if f.severity is Severity.ERROR and f.engine in (None, engine)
+                ],
+                "warnings": [
+                    f.code
+                    for f in self.verification.findings
+                    if f.severity is Severity.WARNING and f.engine in (None, engine)
+                ],
                 "verdict": self.verification.verdict(engine),
             }
-        return {"status": self.status, "exit_code": self.exit_code, "message": self.message,
-                "dest": self.dest, "plan": self.plan.to_dict() if self.plan is not None else None,
-                "verification": verification, "record": self.record}
+        return {
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "message": self.message,
+            "dest": self.dest,
+            "plan": self.plan.to_dict() if self.plan is not None else None,
+            "verification": verification,
+            "record": self.record,
+        }
 
     def __str__(self) -> str:
         return render_repair(self)
@@ -439,8 +573,11 @@ def scan_safetensors(file: str | Path) -> tuple[str, int, dict[str, str]]:
             raise UnusableInputError(f"unreadable safetensors header: {path}", path=str(path)) from None
         file_h = hashlib.sha256(head8)
         file_h.update(header)
-        spans = sorted((int(v["data_offsets"][0]), int(v["data_offsets"][1]), k)
-                       for k, v in meta.items() if k != "__metadata__")
+        spans = sorted(
+            (int(v["data_offsets"][0]), int(v["data_offsets"][1]), k)
+            for k, v in meta.items()
+            if k != "__metadata__"
+        )
         hashers = {k: hashlib.sha256() for _, _, k in spans}
         first, pos = 0, 0
         while True:
@@ -455,7 +592,7 @@ def scan_safetensors(file: str | Path) -> tuple[str, int, dict[str, str]]:
                 b, e, name = spans[j]
                 lo, hi = max(b, pos), min(e, end)
                 if lo < hi:
-                    hashers[name].update(view[lo - pos:hi - pos])
+                    hashers[name].update(view[lo - pos : hi - pos])
                 j += 1
             while first < len(spans) and spans[first][1] <= end:
                 first += 1
@@ -498,9 +635,15 @@ def _source_hashes(ckpt: Checkpoint) -> tuple[dict[str, Any], dict[str, str]]:
 class _PlannedCheckpoint(Checkpoint):
     """A checkpoint that exists only as a plan: tensors read from the source or from new data."""
 
-    def __init__(self, path: Path, config: dict[str, Any], planned: dict[str, _Planned], src: Checkpoint) -> None:
-        super().__init__(path=path, config=config, tensors={n: p.info for n, p in planned.items()},
-                         weight_format="safetensors")
+    def __init__(
+        self, path: Path, config: dict[str, Any], planned: dict[str, _Planned], src: Checkpoint
+    ) -> None:
+        super().__init__(
+            path=path,
+            config=config,
+            tensors={n: p.info for n, p in planned.items()},
+            weight_format="safetensors",
+        )
         self._planned = planned
         self._src = src
 
@@ -588,11 +731,15 @@ def _rope_both(d: dict[str, Any]) -> tuple[list[str], str | None]:
             return changes, None  # per-layer-type parameters: leave them alone
         if theta is None:
             d["rope_theta"] = p_theta
-            changes.append(f"rope_theta = {p_theta} (mirrors rope_parameters for revisions that read only the "
-                           "legacy field)")
+            changes.append(
+                f"rope_theta = {p_theta} (mirrors rope_parameters for revisions that read only the "
+                "legacy field)"
+            )
         elif float(theta) != float(p_theta):
-            return changes, (f"rope_theta ({theta}) and rope_parameters.rope_theta ({p_theta}) disagree; "
-                             "which one the drafter was trained with is unknown")
+            return changes, (
+                f"rope_theta ({theta}) and rope_parameters.rope_theta ({p_theta}) disagree; "
+                "which one the drafter was trained with is unknown"
+            )
         rtype = params.get("rope_type", params.get("type", "default"))
         if rtype != "default" and scaling is None:
             d["rope_scaling"] = {k: v for k, v in params.items() if k != "rope_theta"}
@@ -610,8 +757,9 @@ def _rope_both(d: dict[str, Any]) -> tuple[list[str], str | None]:
 class _Planner:
     """Builds one :class:`RepairPlan`. Every decision is recorded as a step or a refusal."""
 
-    def __init__(self, plan: RepairPlan, ctx: Context, rebuild_vocab_from: str | Path | None,
-                 trust: str | None) -> None:
+    def __init__(
+        self, plan: RepairPlan, ctx: Context, rebuild_vocab_from: str | Path | None, trust: str | None
+    ) -> None:
         self.plan = plan
         self.ctx = ctx
         self.rules = ENGINES[plan.engine]
@@ -623,16 +771,29 @@ class _Planner:
         self.planned: dict[str, _Planned] = {}
 
     # -- helpers -----------------------------------------------------------------------------------
-    def step(self, kind: str, description: str, tensors: list[str] | None = None,
-             fixes: tuple[str, ...] = (), **detail: Any) -> None:
+    def step(
+        self,
+        kind: str,
+        description: str,
+        tensors: list[str] | None = None,
+        fixes: tuple[str, ...] = (),
+        **detail: Any,
+    ) -> None:
         diagnosis = self.plan.diagnosis
-        present = {f.code for f in diagnosis.findings if f.engine in (None, self.plan.engine)} if diagnosis else set()
+        present = (
+            {f.code for f in diagnosis.findings if f.engine in (None, self.plan.engine)}
+            if diagnosis
+            else set()
+        )
         relevant = [c for c in fixes if c in present]
         self.plan.steps.append(Step(kind, description, list(tensors or []), relevant, detail))
 
-    def refuse(self, code: str, reason: str, options: list[str] | tuple[str, ...] = (),
-               finding: str | None = None) -> None:
-        self.plan.refusals.append(Refusal(code, reason, [o.format(engine=self.display) for o in options], finding))
+    def refuse(
+        self, code: str, reason: str, options: list[str] | tuple[str, ...] = (), finding: str | None = None
+    ) -> None:
+        self.plan.refusals.append(
+            Refusal(code, reason, [o.format(engine=self.display) for o in options], finding)
+        )
 
     # -- config --------------------------------------------------------------------------------------
     def build_config(self) -> dict[str, Any]:
@@ -645,17 +806,30 @@ class _Planner:
             allowed = self.rules.flat_architectures
             if self.cfg.style == "flat" and allowed and not any(a in allowed for a in self.cfg.architectures):
                 out["architectures"] = [allowed[0]]
-                self.step(CONFIG, f"architectures = {[allowed[0]]} (the model class {self.display} builds; "
-                          f"was {self.cfg.architectures or 'absent'})", fixes=("CONFIG_UNREADABLE_BY_ENGINE",),
-                          keys=["architectures"])
-        llama = out[LAYER] if (not flatten and self.cfg.style == "speculators"
-                               and isinstance(out.get(LAYER), dict)) else out
+                self.step(
+                    CONFIG,
+                    f"architectures = {[allowed[0]]} (the model class {self.display} builds; "
+                    f"was {self.cfg.architectures or 'absent'})",
+                    fixes=("CONFIG_UNREADABLE_BY_ENGINE",),
+                    keys=["architectures"],
+                )
+        llama = (
+            out[LAYER]
+            if (not flatten and self.cfg.style == "speculators" and isinstance(out.get(LAYER), dict))
+            else out
+        )
         self._sizes(out)
         self._tie(out, llama)
         changes, problem = _rope_both(llama)
         if problem:
-            self.refuse(PRECONDITION, problem, ["write the RoPE settings the drafter was trained with into a copy "
-                                                "of config.json and repair that copy"])
+            self.refuse(
+                PRECONDITION,
+                problem,
+                [
+                    "write the RoPE settings the drafter was trained with into a copy "
+                    "of config.json and repair that copy"
+                ],
+            )
         for text in changes:
             self.step(CONFIG, text, fixes=("ROPE_MISMATCH",), keys=["rope"])
         self._aux(out)
@@ -672,39 +846,70 @@ class _Planner:
         if "model_type" not in out:
             out["model_type"] = "llama"  # speculators' default draft architecture
         carried = []
-        skip = {"architectures", "speculators_model_type", "speculators_version", "speculators_config", LAYER,
-                "embed_requires_grad", AUX_FIELD, EAGLE, *NORM_FLAGS}
+        skip = {
+            "architectures",
+            "speculators_model_type",
+            "speculators_version",
+            "speculators_config",
+            LAYER,
+            "embed_requires_grad",
+            AUX_FIELD,
+            EAGLE,
+            *NORM_FLAGS,
+        }
         for key, value in raw.items():
             if key in skip or value is None:
                 continue
             if key in ("draft_vocab_size", "target_hidden_size") or key not in out:
                 out[key] = value
                 carried.append(key)
-        nested = {k: v for k, v in (layer.get(EAGLE) or {}).items() if k != AUX_FIELD} \
-            if isinstance(layer.get(EAGLE), dict) else {}
-        nested.update({k: v for k, v in (raw.get(EAGLE) or {}).items() if k != AUX_FIELD}
-                      if isinstance(raw.get(EAGLE), dict) else {})
+        nested = (
+            {k: v for k, v in (layer.get(EAGLE) or {}).items() if k != AUX_FIELD}
+            if isinstance(layer.get(EAGLE), dict)
+            else {}
+        )
+        nested.update(
+            {k: v for k, v in (raw.get(EAGLE) or {}).items() if k != AUX_FIELD}
+            if isinstance(raw.get(EAGLE), dict)
+            else {}
+        )
         if nested:
             out[EAGLE] = nested
         flags = {f: raw.get(f) for f in NORM_FLAGS if f in raw}
         enabled = [f for f, value in flags.items() if value is True]
         if enabled:
-            self.refuse("NORM_FLAGS_UNSUPPORTED", f"the drafter was trained with {', '.join(enabled)} = true, which "
-                        f"{self.display} does not implement; a flat config cannot carry them",
-                        POLICY["NORM_FLAGS_UNSUPPORTED"].options)
+            self.refuse(
+                "NORM_FLAGS_UNSUPPORTED",
+                f"the drafter was trained with {', '.join(enabled)} = true, which "
+                f"{self.display} does not implement; a flat config cannot carry them",
+                POLICY["NORM_FLAGS_UNSUPPORTED"].options,
+            )
         if raw.get("norm_before_residual") is None:
-            self.refuse(PRECONDITION,
-                        "the speculators config does not say norm_before_residual; speculators trains with true "
-                        f"by default, which {self.display} does not implement, so converting would guess",
-                        ["if the drafter was trained with norm_before_residual false, write that into a copy of "
-                         "config.json and repair the copy", _SERVE_VLLM])
+            self.refuse(
+                PRECONDITION,
+                "the speculators config does not say norm_before_residual; speculators trains with true "
+                f"by default, which {self.display} does not implement, so converting would guess",
+                [
+                    "if the drafter was trained with norm_before_residual false, write that into a copy of "
+                    "config.json and repair the copy",
+                    _SERVE_VLLM,
+                ],
+            )
         dropped_flags = [f"{k}={str(v).lower()}" for k, v in flags.items() if v is False]
-        self.step(CONFIG, f"speculators config → flat {arch} config: transformer_layer_config fields moved to "
-                  f"the top level, kept {', '.join(carried) or 'no other fields'}; speculators_* fields and "
-                  f"embed_requires_grad dropped"
-                  + (f"; norm flags {', '.join(dropped_flags)} dropped ({self.display}'s own behaviour, and "
-                     "a flat config's norm_output means something else)" if dropped_flags else ""),
-                  fixes=("CONFIG_UNREADABLE_BY_ENGINE",), keys=sorted(out))
+        self.step(
+            CONFIG,
+            f"speculators config → flat {arch} config: transformer_layer_config fields moved to "
+            f"the top level, kept {', '.join(carried) or 'no other fields'}; speculators_* fields and "
+            f"embed_requires_grad dropped"
+            + (
+                f"; norm flags {', '.join(dropped_flags)} dropped ({self.display}'s own behaviour, and "
+                "a flat config's norm_output means something else)"
+                if dropped_flags
+                else ""
+            ),
+            fixes=("CONFIG_UNREADABLE_BY_ENGINE",),
+            keys=sorted(out),
+        )
         return out
 
     def _sizes(self, out: dict[str, Any]) -> None:
@@ -716,13 +921,19 @@ class _Planner:
             want, source = (d2t[0], "d2t length") if d2t else (None, "")
         if want is not None and current != want:
             out["draft_vocab_size"] = want
-            self.step(CONFIG, f"draft_vocab_size = {want} ({source}; was {current})",
-                      fixes=("DRAFT_VOCAB_SIZE_MISSING", "VOCAB_SIZE_INCONSISTENT"), keys=["draft_vocab_size"])
+            self.step(
+                CONFIG,
+                f"draft_vocab_size = {want} ({source}; was {current})",
+                fixes=("DRAFT_VOCAB_SIZE_MISSING", "VOCAB_SIZE_INCONSISTENT"),
+                keys=["draft_vocab_size"],
+            )
 
     def _tie(self, out: dict[str, Any], llama: dict[str, Any]) -> None:
         if self.ctx.find("lm_head.weight") is None:
             return  # the head is the embedding: tying is what the drafter means
-        holders = [d for d in (out, llama, out.get(EAGLE)) if isinstance(d, dict) and "tie_word_embeddings" in d]
+        holders = [
+            d for d in (out, llama, out.get(EAGLE)) if isinstance(d, dict) and "tie_word_embeddings" in d
+        ]
         changed = False
         for d in holders:
             if d["tie_word_embeddings"] is not False:
@@ -732,8 +943,12 @@ class _Planner:
             llama["tie_word_embeddings"] = False
             changed = True
         if changed:
-            self.step(CONFIG, "tie_word_embeddings = false (the drafter has its own lm_head)",
-                      fixes=("TIED_EMBEDDINGS_ON_REDUCED_VOCAB",), keys=["tie_word_embeddings"])
+            self.step(
+                CONFIG,
+                "tie_word_embeddings = false (the drafter has its own lm_head)",
+                fixes=("TIED_EMBEDDINGS_ON_REDUCED_VOCAB",),
+                keys=["tie_word_embeddings"],
+            )
 
     def _aux(self, out: dict[str, Any]) -> None:
         hf, level = trained_ids(self.ctx)
@@ -748,27 +963,38 @@ class _Planner:
         for lvl, off in write_levels.items():
             stored = [i - off for i in hf]
             if min(stored) < 0:
-                self.refuse(PRECONDITION, f"the trained aux layers (HF {hf}) include one that {self.display}'s "
-                            f"{'nested ' if lvl == EAGLE else ''}field cannot express (it adds {off})",
-                            [_SERVE_VLLM])
+                self.refuse(
+                    PRECONDITION,
+                    f"the trained aux layers (HF {hf}) include one that {self.display}'s "
+                    f"{'nested ' if lvl == EAGLE else ''}field cannot express (it adds {off})",
+                    [_SERVE_VLLM],
+                )
                 return
             holder = out if lvl == TOP else out.setdefault(EAGLE, {})
             if holder.get(AUX_FIELD) != stored:
                 holder[AUX_FIELD] = stored
                 where = AUX_FIELD if lvl == TOP else f"eagle_config.{AUX_FIELD}"
                 conv = "uses them as-is" if off == 0 else f"adds {off}"
-                self.step(CONFIG, f"{where} = {stored} ({self.display} {conv}: HF layers {hf}, as trained; "
-                          f"from {src_field})",
-                          fixes=fixes, keys=[where])
+                self.step(
+                    CONFIG,
+                    f"{where} = {stored} ({self.display} {conv}: HF layers {hf}, as trained; "
+                    f"from {src_field})",
+                    fixes=fixes,
+                    keys=[where],
+                )
         # The ids live in one place, in this engine's convention: a field it does not read is removed, so no
         # other revision or plugin can read it in the wrong convention.
         removed = []
         if TOP not in write_levels and AUX_FIELD in out:
             del out[AUX_FIELD]
             removed.append(AUX_FIELD)
-        for holder_name, holder in ((EAGLE, out.get(EAGLE)),
-                                    (f"{LAYER}.{EAGLE}", (out.get(LAYER) or {}).get(EAGLE)
-                                     if isinstance(out.get(LAYER), dict) else None)):
+        for holder_name, holder in (
+            (EAGLE, out.get(EAGLE)),
+            (
+                f"{LAYER}.{EAGLE}",
+                (out.get(LAYER) or {}).get(EAGLE) if isinstance(out.get(LAYER), dict) else None,
+            ),
+        ):
             if EAGLE in write_levels and holder_name == EAGLE:
                 continue
             if isinstance(holder, dict) and AUX_FIELD in holder:
@@ -777,9 +1003,13 @@ class _Planner:
         if isinstance(out.get(EAGLE), dict) and not out[EAGLE]:
             del out[EAGLE]
         if removed:
-            self.step(CONFIG, f"removed {', '.join(removed)}: {self.display} does not read it; the ids now live "
-                      f"only where {self.display} reads them, in its convention (another reader would shift them)",
-                      fixes=fixes, keys=removed)
+            self.step(
+                CONFIG,
+                f"removed {', '.join(removed)}: {self.display} does not read it; the ids now live "
+                f"only where {self.display} reads them, in its convention (another reader would shift them)",
+                fixes=fixes,
+                keys=removed,
+            )
 
     def _norms(self, out: dict[str, Any]) -> None:
         if not self.rules.norm_flags:
@@ -796,15 +1026,23 @@ class _Planner:
                 for holder in (out, out.get(EAGLE)):
                     if isinstance(holder, dict):
                         holder.pop("norm_output", None)
-                self.step(CONFIG, "removed norm_output: in a flat (SpecForge) config it means 'norm before "
-                          f"lm_head', which {self.display} would read as post-norm recurrence",
-                          fixes=fixes, keys=["norm_output"])
+                self.step(
+                    CONFIG,
+                    "removed norm_output: in a flat (SpecForge) config it means 'norm before "
+                    f"lm_head', which {self.display} would read as post-norm recurrence",
+                    fixes=fixes,
+                    keys=["norm_output"],
+                )
             else:
                 nested = out.get(EAGLE)
                 holder = nested if isinstance(nested, dict) and flag in nested else out
                 holder[flag] = value
-                self.step(CONFIG, f"{flag} = {str(value).lower()} (the trained value, where {self.display} reads it)",
-                          fixes=fixes, keys=[flag])
+                self.step(
+                    CONFIG,
+                    f"{flag} = {str(value).lower()} (the trained value, where {self.display} reads it)",
+                    fixes=fixes,
+                    keys=[flag],
+                )
             view = DrafterConfig(out)
 
     # -- vocabulary ------------------------------------------------------------------------------------
@@ -827,33 +1065,57 @@ class _Planner:
             return
         t2d_problems = check_t2d(t2d, big_v, v) if t2d is not None else []
         t2d_ok = t2d is not None and all("expected bool" in p for p in t2d_problems)
-        t2d_default = t2d is not None and t2d.dim() == 1 and (bool(t2d.bool().all()) or not bool(t2d.bool().any()))
+        t2d_default = (
+            t2d is not None and t2d.dim() == 1 and (bool(t2d.bool().all()) or not bool(t2d.bool().any()))
+        )
         d2t_alone_ok = d2t is not None and classify_mapping(d2t, None, big_v, v).kind == "unverified_offsets"
         new_d2t: torch.Tensor | None = None
         new_t2d: torch.Tensor | None = None
         how = ""
-        fixes: tuple[str, ...] = ("D2T_MISSING", "D2T_ABSOLUTE", "D2T_DOUBLE_OFFSET", "D2T_T2D_MISMATCH",
-                                  "D2T_INVALID", "T2D_INVALID", "VOCAB_SIZE_INCONSISTENT")
-        code = {"missing": "D2T_MISSING", "identity_default": "D2T_MISSING", "absolute": "D2T_ABSOLUTE",
-                "double_offset": "D2T_DOUBLE_OFFSET"}.get(res.kind,
-                                                          "D2T_T2D_MISMATCH" if t2d is not None else "D2T_INVALID")
+        fixes: tuple[str, ...] = (
+            "D2T_MISSING",
+            "D2T_ABSOLUTE",
+            "D2T_DOUBLE_OFFSET",
+            "D2T_T2D_MISMATCH",
+            "D2T_INVALID",
+            "T2D_INVALID",
+            "VOCAB_SIZE_INCONSISTENT",
+        )
+        code = {
+            "missing": "D2T_MISSING",
+            "identity_default": "D2T_MISSING",
+            "absolute": "D2T_ABSOLUTE",
+            "double_offset": "D2T_DOUBLE_OFFSET",
+        }.get(res.kind, "D2T_T2D_MISMATCH" if t2d is not None else "D2T_INVALID")
         if res.consistent:
             if cast:
                 new_d2t, how = d2t, "d2t cast to int64 (its values were already valid offsets)"
             if t2d is not None and not t2d_ok:
                 if res.kind == "consistent_offsets" or t2d_default or self.trust == "d2t":
-                    why = ("t2d agrees with d2t but " + "; ".join(t2d_problems) if res.kind == "consistent_offsets"
-                           else "t2d was a default buffer" if t2d_default else "--trust-d2t")
+                    why = (
+                        "t2d agrees with d2t but " + "; ".join(t2d_problems)
+                        if res.kind == "consistent_offsets"
+                        else "t2d was a default buffer"
+                        if t2d_default
+                        else "--trust-d2t"
+                    )
                     new_t2d = t2d_from_d2t(d2t, big_v)
                     how = (how + "; " if how else "") + f"t2d rebuilt from d2t ({why})"
                 elif self.data_path is not None:
                     new_d2t, new_t2d, how = self._from_data(v, big_v, t2d)
                 else:
-                    self.refuse("T2D_INVALID", "t2d is not a valid mask (" + "; ".join(t2d_problems) + ") and "
-                                "d2t cannot be checked against it", POLICY["T2D_INVALID"].options)
+                    self.refuse(
+                        "T2D_INVALID",
+                        "t2d is not a valid mask (" + "; ".join(t2d_problems) + ") and "
+                        "d2t cannot be checked against it",
+                        POLICY["T2D_INVALID"].options,
+                    )
                     return
         elif res.kind == "absolute":
-            new_d2t, how = absolute_to_offsets(d2t), "d2t converted from absolute ids to offsets (d2t - arange(v))"
+            new_d2t, how = (
+                absolute_to_offsets(d2t),
+                "d2t converted from absolute ids to offsets (d2t - arange(v))",
+            )
         elif res.kind == "double_offset":
             new_d2t, how = undo_double_offset(d2t), "second offset conversion undone (d2t + arange(v))"
         elif res.kind in ("missing", "identity_default"):
@@ -865,9 +1127,12 @@ class _Planner:
             elif self.data_path is not None:
                 new_d2t, new_t2d, how = self._from_data(v, big_v, t2d)
             else:
-                self.refuse(code, f"{what} and t2d cannot be trusted to rebuild it"
-                            + (f" ({'; '.join(t2d_problems)})" if t2d_problems else " (there is none)"),
-                            POLICY["D2T_MISSING"].options)
+                self.refuse(
+                    code,
+                    f"{what} and t2d cannot be trusted to rebuild it"
+                    + (f" ({'; '.join(t2d_problems)})" if t2d_problems else " (there is none)"),
+                    POLICY["D2T_MISSING"].options,
+                )
                 return
         else:
             detail = f"d2t classified {res.kind}: {res.meaning}"
@@ -878,15 +1143,26 @@ class _Planner:
             elif self.trust == "d2t" and d2t_alone_ok:
                 new_t2d, how = t2d_from_d2t(d2t, big_v), f"t2d rebuilt from d2t (--trust-d2t; {detail})"
             else:
-                reason = (f"{detail}"
-                          + (f", first disagreement at draft id {res.first_bad_index}"
-                             if res.first_bad_index is not None else "")
-                          + ("; nothing says which one the weights were trained with, so repair will not guess"
-                             if t2d is not None else "; there is no t2d to rebuild it from"))
+                reason = (
+                    f"{detail}"
+                    + (
+                        f", first disagreement at draft id {res.first_bad_index}"
+                        if res.first_bad_index is not None
+                        else ""
+                    )
+                    + (
+                        "; nothing says which one the weights were trained with, so repair will not guess"
+                        if t2d is not None
+                        else "; there is no t2d to rebuild it from"
+                    )
+                )
                 options = list(POLICY[code].options)
                 if self.trust == "t2d" and not t2d_ok:
-                    reason += (" (--trust-t2d given, but there is no t2d)" if t2d is None
-                               else " (--trust-t2d given, but t2d itself is not a valid mask)")
+                    reason += (
+                        " (--trust-t2d given, but there is no t2d)"
+                        if t2d is None
+                        else " (--trust-t2d given, but t2d itself is not a valid mask)"
+                    )
                 if self.trust == "d2t" and not d2t_alone_ok:
                     reason += " (--trust-d2t given, but d2t by itself is not a valid offsets map)"
                 self.refuse(code, reason, options)
@@ -896,9 +1172,12 @@ class _Planner:
         final_d2t = new_d2t if new_d2t is not None else d2t
         final_t2d = new_t2d if new_t2d is not None else t2d
         check = classify_mapping(final_d2t, final_t2d, big_v, v)
-        if not (check.kind == "consistent_offsets" or (final_t2d is None and check.kind == "unverified_offsets")):
-            self.refuse(code, f"the rewritten map is still not consistent ({check.meaning})",
-                        POLICY[code].options)
+        if not (
+            check.kind == "consistent_offsets" or (final_t2d is None and check.kind == "unverified_offsets")
+        ):
+            self.refuse(
+                code, f"the rewritten map is still not consistent ({check.meaning})", POLICY[code].options
+            )
             return
         touched = []
         if new_d2t is not None:
@@ -909,11 +1188,18 @@ class _Planner:
             name = t2d_name or "t2d"
             self.new_tensors[name] = new_t2d.to(torch.bool).contiguous()
             touched.append(name)
-        self.step(VOCAB, how + f"; verified: nonzero(t2d) == d2t + arange({v})" if final_t2d is not None
-                  else how, tensors=touched, fixes=fixes, kind_before=res.kind, kind_after=check.kind)
+        self.step(
+            VOCAB,
+            how + f"; verified: nonzero(t2d) == d2t + arange({v})" if final_t2d is not None else how,
+            tensors=touched,
+            fixes=fixes,
+            kind_before=res.kind,
+            kind_after=check.kind,
+        )
 
-    def _from_data(self, v: int, big_v: int, t2d: torch.Tensor | None
-                   ) -> tuple[torch.Tensor, torch.Tensor, str]:
+    def _from_data(
+        self, v: int, big_v: int, t2d: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, str]:
         from .vocab_inputs import load_token_ids
 
         assert self.data_path is not None
@@ -927,8 +1213,10 @@ class _Planner:
         except ValueError as exc:
             raise UnusableInputError(f"cannot build a vocabulary map from {self.data_path}: {exc}") from None
         counted = int(mask.sum()) if mask is not None else int(ids.size)
-        note = (f"d2t and t2d rebuilt from {Path(self.data_path).name} ({counted} counted tokens, "
-                f"tie-break {tie!r} as {self.ctx.fmt.family} does")
+        note = (
+            f"d2t and t2d rebuilt from {Path(self.data_path).name} ({counted} counted tokens, "
+            f"tie-break {tie!r} as {self.ctx.fmt.family} does"
+        )
         if m.padded:
             note += f", {m.padded} unseen ids padded"
         if t2d is not None and t2d.dim() == 1 and t2d.shape[0] == big_v:
@@ -957,25 +1245,40 @@ class _Planner:
             info = ctx.ckpt.tensors.get(key)
             if fate is None:
                 f = resolve_key(rules, key, cond, params)
-                harmless = not is_drafter_weight(key) or (key.removeprefix("model.") in ("d2t", "t2d")
-                                                           and not ctx.reduced_vocab)
+                harmless = not is_drafter_weight(key) or (
+                    key.removeprefix("model.") in ("d2t", "t2d") and not ctx.reduced_vocab
+                )
                 verb = {"rejected": "would reject it (load fails)", "warned": "would warn and ignore it"}.get(
-                    f.action, "would drop it silently")
+                    f.action, "would drop it silently"
+                )
                 if harmless:
-                    self.step(DROP, f"{key} removed: not a drafter weight; {self.display} {verb}", [key],
-                              fixes=("KEYS_DROPPED_BY_ENGINE", "KEYS_REJECTED_BY_ENGINE"))
+                    self.step(
+                        DROP,
+                        f"{key} removed: not a drafter weight; {self.display} {verb}",
+                        [key],
+                        fixes=("KEYS_DROPPED_BY_ENGINE", "KEYS_REJECTED_BY_ENGINE"),
+                    )
                 else:
                     code = "KEYS_REJECTED_BY_ENGINE" if f.action == "rejected" else "KEYS_DROPPED_BY_ENGINE"
-                    self.refuse(code, f"{key} is a trained drafter weight that {self.display} has no parameter for "
-                                "under any spelling", POLICY[code].options)
+                    self.refuse(
+                        code,
+                        f"{key} is a trained drafter weight that {self.display} has no parameter for "
+                        "under any spelling",
+                        POLICY[code].options,
+                    )
                 continue
-            if (fate.action == "overwritten" or self._bad_embed(key, hidden, params, fate.param)) \
-                    and self._strip(key, fate.param):
+            if (
+                fate.action == "overwritten" or self._bad_embed(key, hidden, params, fate.param)
+            ) and self._strip(key, fate.param):
                 continue
             c = _canonical(rules, out_name)
             if c in canon:
-                self.refuse(PRECONDITION, f"{canon[c]} and {key} are the same tensor under two spellings; which one "
-                            "was trained is unknown", ["remove the stale copy from a copy of the checkpoint"])
+                self.refuse(
+                    PRECONDITION,
+                    f"{canon[c]} and {key} are the same tensor under two spellings; which one "
+                    "was trained is unknown",
+                    ["remove the stale copy from a copy of the checkpoint"],
+                )
                 continue
             canon[c] = key
             if out_name != key:
@@ -985,35 +1288,53 @@ class _Planner:
                 self.planned[out_name] = _Planned(out_name, _info(out_name, data), None, data)
             else:
                 assert info is not None
-                self.planned[out_name] = _Planned(out_name, TensorInfo(out_name, info.shape, info.dtype,
-                                                                       SAFETENSORS_FILE, info.nbytes), key)
+                self.planned[out_name] = _Planned(
+                    out_name, TensorInfo(out_name, info.shape, info.dtype, SAFETENSORS_FILE, info.nbytes), key
+                )
         if renames:
-            self.step(RENAME, _rename_summary(renames) + f": the names {self.display} looks up; bytes unchanged",
-                      sorted(renames), fixes=("KEYS_DROPPED_BY_ENGINE", "KEYS_REJECTED_BY_ENGINE", "PARAMS_UNFILLED"),
-                      renames=renames)
+            self.step(
+                RENAME,
+                _rename_summary(renames) + f": the names {self.display} looks up; bytes unchanged",
+                sorted(renames),
+                fixes=("KEYS_DROPPED_BY_ENGINE", "KEYS_REJECTED_BY_ENGINE", "PARAMS_UNFILLED"),
+                renames=renames,
+            )
 
     def _bad_embed(self, key: str, hidden: int | None, params: dict[str, str], param: str | None) -> bool:
         """A stored embedding that cannot be the drafter's (wrong width) where the engine can use the target's."""
         info = self.ctx.ckpt.tensors.get(key)
         if info is None or not key.endswith("embed_tokens.weight") or hidden is None or len(info.shape) != 2:
             return False
-        return info.shape[1] != hidden and param is not None and params.get(param) in (FROM_TARGET,
-                                                                                       TARGET_IF_ABSENT)
+        return (
+            info.shape[1] != hidden
+            and param is not None
+            and params.get(param) in (FROM_TARGET, TARGET_IF_ABSENT)
+        )
 
     def _strip(self, key: str, param: str | None) -> bool:
         if self.cfg.get("embed_requires_grad") is True and key.endswith("embed_tokens.weight"):
-            self.refuse("EMBED_TOKENS_PROBLEM", f"the drafter trained its own embedding (embed_requires_grad: true) "
-                        f"and {self.display} replaces it with the target's", [
-                            "serve it on vLLM, which keeps a draft embedding that differs from the target's"])
+            self.refuse(
+                "EMBED_TOKENS_PROBLEM",
+                f"the drafter trained its own embedding (embed_requires_grad: true) "
+                f"and {self.display} replaces it with the target's",
+                ["serve it on vLLM, which keeps a draft embedding that differs from the target's"],
+            )
             return True
         info = self.ctx.ckpt.tensors[key]
-        why = ("its width differs from hidden_size, so it cannot be the drafter's"
-               if self.ctx.cfg.hidden_size is not None and info.shape[-1] != self.ctx.cfg.hidden_size
-               else "target_hidden_size is absent or equals hidden_size" if key.endswith("embed_tokens.weight")
-               else "")
-        self.step(STRIP, f"{key} removed: {self.display} overwrites {param} with the target's, so the stored copy "
-                  "is never used"
-                  + (f" ({why})" if why else ""), [key], fixes=("EMBED_TOKENS_PROBLEM",))
+        why = (
+            "its width differs from hidden_size, so it cannot be the drafter's"
+            if self.ctx.cfg.hidden_size is not None and info.shape[-1] != self.ctx.cfg.hidden_size
+            else "target_hidden_size is absent or equals hidden_size"
+            if key.endswith("embed_tokens.weight")
+            else ""
+        )
+        self.step(
+            STRIP,
+            f"{key} removed: {self.display} overwrites {param} with the target's, so the stored copy "
+            "is never used" + (f" ({why})" if why else ""),
+            [key],
+            fixes=("EMBED_TOKENS_PROBLEM",),
+        )
         return True
 
     def ship_missing(self, out_cfg: dict[str, Any]) -> None:
@@ -1028,28 +1349,49 @@ class _Planner:
             tname = tinfo.tensor_name("embed_tokens.weight") if tinfo is not None else None
             want = (view.vocab_size, view.hidden_size)
             if tinfo is None or tinfo.weights is None or tname is None:
-                self.refuse("EMBED_TOKENS_PROBLEM", f"{self.display} keeps the checkpoint's embedding "
-                            "(target_hidden_size differs from hidden_size) and the checkpoint has none; no --target "
-                            "weights were given to ship one from", POLICY["EMBED_TOKENS_PROBLEM"].options)
+                self.refuse(
+                    "EMBED_TOKENS_PROBLEM",
+                    f"{self.display} keeps the checkpoint's embedding "
+                    "(target_hidden_size differs from hidden_size) and the checkpoint has none; no --target "
+                    "weights were given to ship one from",
+                    POLICY["EMBED_TOKENS_PROBLEM"].options,
+                )
                 continue
             tshape = tinfo.weights.tensors[tname].shape
             if tuple(tshape) != want:
-                self.refuse("EMBED_TOKENS_PROBLEM", f"{self.display} needs an embedding of shape {list(want)} in the "
-                            f"checkpoint; the target's {tname} is {list(tshape)}, so it cannot be the one trained "
-                            "with", POLICY["EMBED_TOKENS_PROBLEM"].options)
+                self.refuse(
+                    "EMBED_TOKENS_PROBLEM",
+                    f"{self.display} needs an embedding of shape {list(want)} in the "
+                    f"checkpoint; the target's {tname} is {list(tshape)}, so it cannot be the one trained "
+                    "with",
+                    POLICY["EMBED_TOKENS_PROBLEM"].options,
+                )
                 continue
-            name = next((c for c in _spellings("embed_tokens.weight")
-                         if resolve_key(self.rules, c, load.conditions, expected_params(
-                             self.rules, view, load.conditions)).param == param), "embed_tokens.weight")
+            name = next(
+                (
+                    c
+                    for c in _spellings("embed_tokens.weight")
+                    if resolve_key(
+                        self.rules, c, load.conditions, expected_params(self.rules, view, load.conditions)
+                    ).param
+                    == param
+                ),
+                "embed_tokens.weight",
+            )
             emb = tinfo.weights.read_tensor(tname)
             float_dtypes = [p.info.dtype for p in self.planned.values() if p.info.is_float]
             dtype = max(set(float_dtypes), key=float_dtypes.count) if float_dtypes else None
             torch_dtype = next((t for t, s in _TORCH_TO_ST.items() if s == dtype), emb.dtype)
             emb = emb.to(torch_dtype).contiguous()
             self.planned[name] = _Planned(name, _info(name, emb), None, emb)
-            self.step(SHIP, f"{name} added from the target's {tname} ({self.display} keeps the checkpoint's "
-                      "embedding because target_hidden_size differs from hidden_size)", [name],
-                      fixes=("EMBED_TOKENS_PROBLEM", "PARAMS_UNFILLED"), target_tensor=tname)
+            self.step(
+                SHIP,
+                f"{name} added from the target's {tname} ({self.display} keeps the checkpoint's "
+                "embedding because target_hidden_size differs from hidden_size)",
+                [name],
+                fixes=("EMBED_TOKENS_PROBLEM", "PARAMS_UNFILLED"),
+                target_tensor=tname,
+            )
 
     def virtual(self, out_cfg: dict[str, Any]) -> _PlannedCheckpoint:
         return _PlannedCheckpoint(self.ctx.ckpt.path, out_cfg, self.planned, self.ctx.ckpt)
@@ -1078,8 +1420,9 @@ def _rename_summary(renames: dict[str, str]) -> str:
 
 def _check_engine(engine: str) -> None:
     if engine not in REPAIRABLE_ENGINES:
-        raise RepairArgumentError(f"repair targets one serving engine: {' or '.join(REPAIRABLE_ENGINES)}, "
-                                  f"not {engine!r}")
+        raise RepairArgumentError(
+            f"repair targets one serving engine: {' or '.join(REPAIRABLE_ENGINES)}, not {engine!r}"
+        )
 
 
 def _check_trust(trust: str | None, rebuild_vocab_from: str | Path | None) -> None:
@@ -1105,9 +1448,11 @@ def repair_plan(
     """
     _check_engine(engine)
     _check_trust(trust, rebuild_vocab_from)
-    options = {"target": None if target is None else str(target),
-               "rebuild_vocab_from": None if rebuild_vocab_from is None else str(rebuild_vocab_from),
-               "trust": trust}
+    options = {
+        "target": None if target is None else str(target),
+        "rebuild_vocab_from": None if rebuild_vocab_from is None else str(rebuild_vocab_from),
+        "trust": trust,
+    }
     plan = RepairPlan(str(src), engine, options["target"], options)
     if rebuild_vocab_from is not None and not Path(rebuild_vocab_from).is_file():
         plan.unusable = f"token-id file not found: {rebuild_vocab_from}"
@@ -1137,8 +1482,14 @@ def repair_plan(
             plan.unusable = f.message
             return plan
         if pol.refuses(f):
-            plan.refusals.append(Refusal(f.code, (pol.reason or "no conversion fixes this").format(engine=display),
-                                         [o.format(engine=display) for o in pol.options], f.message))
+            plan.refusals.append(
+                Refusal(
+                    f.code,
+                    (pol.reason or "no conversion fixes this").format(engine=display),
+                    [o.format(engine=display) for o in pol.options],
+                    f.message,
+                )
+            )
             plan.coverage[f.code] = {"status": "refused", "policy": pol.action}
     if plan.refusals:
         return plan  # nothing a conversion could change would make this drafter serve as trained
@@ -1168,8 +1519,14 @@ def _plan_files(plan: RepairPlan, ckpt: Checkpoint) -> None:
     shards = {t.shard for t in ckpt.tensors.values()}
     single = ckpt.weight_format == "safetensors" and shards <= {SAFETENSORS_FILE}
     if not single:
-        plan.steps.append(Step(FORMAT, f"weights written as one {SAFETENSORS_FILE} (source: {ckpt.weight_format}: "
-                               f"{', '.join(sorted(shards))})", sorted(shards)))
+        plan.steps.append(
+            Step(
+                FORMAT,
+                f"weights written as one {SAFETENSORS_FILE} (source: {ckpt.weight_format}: "
+                f"{', '.join(sorted(shards))})",
+                sorted(shards),
+            )
+        )
     for p in sorted(ckpt.path.iterdir()):
         if p.name in _NEVER_COPY or p.name in shards or p.name.endswith(".index.json"):
             continue
@@ -1196,18 +1553,29 @@ def _cover(plan: RepairPlan, display: str) -> None:
             plan.coverage[f.code] = {"status": "fixed", "steps": steps}
         else:
             left = predicted.get(f.code)
-            plan.refusals.append(Refusal(
-                f.code, (pol.reason or "no conversion fixes this").format(engine=display),
-                [o.format(engine=display) for o in pol.options], (left or f).message))
+            plan.refusals.append(
+                Refusal(
+                    f.code,
+                    (pol.reason or "no conversion fixes this").format(engine=display),
+                    [o.format(engine=display) for o in pol.options],
+                    (left or f).message,
+                )
+            )
             plan.coverage[f.code] = {"status": "refused", "policy": pol.action, "steps": steps}
     source_codes = {f.code for f in plan.source_errors()}
     for code, f in predicted.items():
         if code in source_codes or code in {r.code for r in plan.refusals}:
             continue
         pol = POLICY[code]
-        plan.refusals.append(Refusal(code, "the converted drafter would have this error: "
-                                     + (pol.reason or "no conversion fixes it").format(engine=display),
-                                     [o.format(engine=display) for o in pol.options], f.message))
+        plan.refusals.append(
+            Refusal(
+                code,
+                "the converted drafter would have this error: "
+                + (pol.reason or "no conversion fixes it").format(engine=display),
+                [o.format(engine=display) for o in pol.options],
+                f.message,
+            )
+        )
         plan.coverage[code] = {"status": "refused (introduced by the conversion)"}
 
 
@@ -1289,8 +1657,10 @@ def _resolve_dirs(src: str | Path, dest: str | Path) -> tuple[Path, Path]:
     d = Path(dest).absolute()
     d_res = d.resolve()
     if d_res == src_dir or src_dir in d_res.parents or d_res in src_dir.parents:
-        raise RepairArgumentError(f"the output {dest} must not be the source, inside it, or contain it "
-                                  "(repair never modifies the source)")
+        raise RepairArgumentError(
+            f"the output {dest} must not be the source, inside it, or contain it "
+            "(repair never modifies the source)"
+        )
     return src_dir, d
 
 
@@ -1302,8 +1672,11 @@ def _write_weights(plan: RepairPlan, tmp: Path) -> dict[str, str]:
     ckpt = plan._ckpt
     assert ckpt is not None
     out_file = tmp / SAFETENSORS_FILE
-    copy_whole = (not plan.tensors_changed and ckpt.weight_format == "safetensors"
-                  and {t.shard for t in ckpt.tensors.values()} <= {SAFETENSORS_FILE})
+    copy_whole = (
+        not plan.tensors_changed
+        and ckpt.weight_format == "safetensors"
+        and {t.shard for t in ckpt.tensors.values()} <= {SAFETENSORS_FILE}
+    )
     if copy_whole:
         shutil.copyfile(ckpt.path / SAFETENSORS_FILE, out_file)
         return {}
@@ -1359,8 +1732,9 @@ def _commit(tmp: Path, dest: Path, force: bool) -> None:
     _fsync_path(parent, directory=True)
 
 
-def _tensor_changes(plan: RepairPlan, src_hashes: dict[str, str], new_hashes: dict[str, str]
-                    ) -> tuple[list[dict[str, Any]], int]:
+def _tensor_changes(
+    plan: RepairPlan, src_hashes: dict[str, str], new_hashes: dict[str, str]
+) -> tuple[list[dict[str, Any]], int]:
     changes: list[dict[str, Any]] = []
     kept_sources = set()
     unchanged = 0
@@ -1369,8 +1743,11 @@ def _tensor_changes(plan: RepairPlan, src_hashes: dict[str, str], new_hashes: di
         entry: dict[str, Any] = {"name": name, "shape": list(p.info.shape), "dtype": p.info.dtype}
         if p.data is not None:
             before = src_hashes.get(name)
-            entry.update(change="rewritten" if name in src_hashes else "added", sha256_before=before,
-                         sha256_after=new_hashes.get(name))
+            entry.update(
+                change="rewritten" if name in src_hashes else "added",
+                sha256_before=before,
+                sha256_after=new_hashes.get(name),
+            )
             changes.append(entry)
         else:
             assert p.source is not None
@@ -1383,8 +1760,9 @@ def _tensor_changes(plan: RepairPlan, src_hashes: dict[str, str], new_hashes: di
                 unchanged += 1
     for name in sorted(src_hashes):
         if name not in kept_sources and name not in plan._planned:
-            changes.append({"name": name, "change": "removed", "sha256_before": src_hashes[name],
-                            "sha256_after": None})
+            changes.append(
+                {"name": name, "change": "removed", "sha256_before": src_hashes[name], "sha256_after": None}
+            )
     return changes, unchanged
 
 
@@ -1417,8 +1795,11 @@ def execute(plan: RepairPlan, dest: str | Path, *, force: bool = False) -> Repai
             _fsync_path(tmp / name)
 
         verification = diagnose(tmp, target=plan.target, engines=[plan.engine])
-        errors = [f for f in verification.findings
-                  if f.severity is Severity.ERROR and f.engine in (None, plan.engine)]
+        errors = [
+            f
+            for f in verification.findings
+            if f.severity is Severity.ERROR and f.engine in (None, plan.engine)
+        ]
         _, _, out_hashes = scan_safetensors(tmp / SAFETENSORS_FILE)
         mismatched = []
         for name, p in plan._planned.items():
@@ -1429,11 +1810,18 @@ def execute(plan: RepairPlan, dest: str | Path, *, force: bool = False) -> Repai
             mismatched.append("(tensor set differs from the plan)")
         if errors or mismatched:
             shutil.rmtree(tmp, ignore_errors=True)
-            why = "; ".join([f"{f.code}: {f.message}" for f in errors]
-                            + ([f"bytes differ from the plan for {', '.join(mismatched[:5])}"] if mismatched else []))
-            return RepairResult("not-verified", EXIT_FINDINGS,
-                                f"the repaired drafter did not verify for {display}, so nothing was left at {dest}: "
-                                f"{why}", plan, None, verification)
+            why = "; ".join(
+                [f"{f.code}: {f.message}" for f in errors]
+                + ([f"bytes differ from the plan for {', '.join(mismatched[:5])}"] if mismatched else [])
+            )
+            return RepairResult(
+                "not-verified",
+                EXIT_FINDINGS,
+                f"the repaired drafter did not verify for {display}, so nothing was left at {dest}: {why}",
+                plan,
+                None,
+                verification,
+            )
 
         changes, unchanged = _tensor_changes(plan, src_hashes, new_hashes)
         previous = []
@@ -1441,8 +1829,10 @@ def execute(plan: RepairPlan, dest: str | Path, *, force: bool = False) -> Repai
         if prev_path.is_file():
             with contextlib.suppress(OSError, ValueError):
                 prev = json.loads(prev_path.read_text(encoding="utf-8"))
-                previous = [*(prev.get("previous_repairs") or []), {k: v for k, v in prev.items()
-                                                                    if k != "previous_repairs"}]
+                previous = [
+                    *(prev.get("previous_repairs") or []),
+                    {k: v for k, v in prev.items() if k != "previous_repairs"},
+                ]
         record = {
             "record_version": RECORD_VERSION,
             "tool": "eagle3-forensics",
@@ -1450,24 +1840,40 @@ def execute(plan: RepairPlan, dest: str | Path, *, force: bool = False) -> Repai
             "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "engine": plan.engine,
             "engine_revision": ENGINES[plan.engine].revision,
-            "source": {"path": str(ckpt.path.resolve()), "format": plan.diagnosis.format if plan.diagnosis else None,
-                       "weight_format": ckpt.weight_format, "fingerprint": fingerprint},
+            "source": {
+                "path": str(ckpt.path.resolve()),
+                "format": plan.diagnosis.format if plan.diagnosis else None,
+                "weight_format": ckpt.weight_format,
+                "fingerprint": fingerprint,
+            },
             "destination": str(d),
             "options": plan.options,
             "steps": [s.to_dict() for s in plan.steps],
             "coverage": plan.coverage,
-            "tensors": {"changed": changes, "unchanged": unchanged,
-                        "copied_bit_exact": sum(1 for p in plan._planned.values() if p.data is None)},
-            "config": {"changed": plan.config_changed,
-                       "sha256_before": fingerprint["files"].get(CONFIG_FILE, {}).get("sha256"),
-                       "sha256_after": _file_sha256(cfg_path)},
+            "tensors": {
+                "changed": changes,
+                "unchanged": unchanged,
+                "copied_bit_exact": sum(1 for p in plan._planned.values() if p.data is None),
+            },
+            "config": {
+                "changed": plan.config_changed,
+                "sha256_before": fingerprint["files"].get(CONFIG_FILE, {}).get("sha256"),
+                "sha256_after": _file_sha256(cfg_path),
+            },
             "files_copied": plan.files_copied,
             "files_not_copied": plan.files_not_copied,
-            "verification": {"engine": plan.engine, "errors": [],
-                             "warnings": sorted({f.code for f in verification.findings
-                                                 if f.severity is Severity.WARNING
-                                                 and f.engine in (None, plan.engine)}),
-                             "verdict": verification.verdict(plan.engine)},
+            "verification": {
+                "engine": plan.engine,
+                "errors": [],
+                "warnings": sorted(
+                    {
+                        f.code
+                        for f in verification.findings
+                        if f.severity is Severity.WARNING and f.engine in (None, plan.engine)
+                    }
+                ),
+                "verdict": verification.verdict(plan.engine),
+            },
             "stale_temp_dirs_removed": cleaned,
             "previous_repairs": previous,
         }
@@ -1479,9 +1885,12 @@ def execute(plan: RepairPlan, dest: str | Path, *, force: bool = False) -> Repai
         raise
     verification.checkpoint = str(dest)
     n = len(plan.steps)
-    msg = (f"repaired for {display} and verified: {n} step(s) applied; diagnose --engine {plan.engine} finds no "
-           f"error in {dest}" if n else
-           f"already ready for {display}: copied to {dest} unchanged and verified (no error)")
+    msg = (
+        f"repaired for {display} and verified: {n} step(s) applied; diagnose --engine {plan.engine} finds no "
+        f"error in {dest}"
+        if n
+        else f"already ready for {display}: copied to {dest} unchanged and verified (no error)"
+    )
     return RepairResult("repaired", EXIT_OK, msg, plan, str(dest), verification, record)
 
 
@@ -1490,9 +1899,12 @@ def _refused(plan: RepairPlan) -> RepairResult:
         return RepairResult("unusable", EXIT_UNUSABLE, plan.unusable, plan)
     display = ENGINES[plan.engine].display
     lines = [r.text() for r in plan.refusals]
-    return RepairResult("refused", EXIT_FINDINGS,
-                        f"refused: this drafter cannot be made ready for {display}; nothing was written. "
-                        + " ".join(lines), plan)
+    return RepairResult(
+        "refused",
+        EXIT_FINDINGS,
+        f"refused: this drafter cannot be made ready for {display}; nothing was written. " + " ".join(lines),
+        plan,
+    )
 
 
 def repair(
@@ -1523,9 +1935,14 @@ def repair(
         return _refused(plan)
     if dry_run:
         display = ENGINES[engine].display
-        return RepairResult("dry-run", EXIT_OK,
-                            f"dry run: {len(plan.steps)} step(s) would make {src} ready for {display} at {out}; "
-                            "nothing was written", plan, str(out))
+        return RepairResult(
+            "dry-run",
+            EXIT_OK,
+            f"dry run: {len(plan.steps)} step(s) would make {src} ready for {display} at {out}; "
+            "nothing was written",
+            plan,
+            str(out),
+        )
     return execute(plan, out, force=force)
 
 
@@ -1549,8 +1966,10 @@ def render_plan(plan: RepairPlan) -> str:
     if plan.diagnosis is not None:
         errs = plan.source_errors()
         out.append(f"format:   {plan.diagnosis.format}")
-        out.append(f"source:   {len(errs)} error(s) for {display}"
-                   + (f": {', '.join(sorted({f.code for f in errs}))}" if errs else ""))
+        out.append(
+            f"source:   {len(errs)} error(s) for {display}"
+            + (f": {', '.join(sorted({f.code for f in errs}))}" if errs else "")
+        )
     if plan.steps:
         out.append("plan:" if not plan.refusals else "plan (not applied: the repair is refused):")
         out.extend(_lines_for_steps(plan.steps))
@@ -1569,7 +1988,9 @@ def render_plan(plan: RepairPlan) -> str:
             for o in r.options:
                 out.append(f"      option: {o}")
     elif plan.diagnosis is not None:
-        left = [f for f in plan.predicted if f.engine in (None, plan.engine) and f.severity is not Severity.INFO]
+        left = [
+            f for f in plan.predicted if f.engine in (None, plan.engine) and f.severity is not Severity.INFO
+        ]
         if left:
             out.append("after repair (predicted): " + ", ".join(f"{f.severity.value} {f.code}" for f in left))
         else:
@@ -1582,12 +2003,17 @@ def render_repair(result: RepairResult) -> str:
     if result.verification is not None and result.status == "not-verified":
         errs = [f for f in result.verification.findings if f.severity is Severity.ERROR]
         out.append("verification errors: " + ", ".join(f.code for f in errs))
-    out.append(f"result:   {result.status.upper()}: {result.message}" if result.status != "refused"
-               else "result:   REFUSED: nothing was written")
+    out.append(
+        f"result:   {result.status.upper()}: {result.message}"
+        if result.status != "refused"
+        else "result:   REFUSED: nothing was written"
+    )
     if result.record is not None:
         t = result.record["tensors"]
-        out.append(f"record:   {result.dest}/{RECORD_FILE} ({len(t['changed'])} tensor change(s), "
-                   f"{t['copied_bit_exact']} tensor(s) copied bit-exactly)")
+        out.append(
+            f"record:   {result.dest}/{RECORD_FILE} ({len(t['changed'])} tensor change(s), "
+            f"{t['copied_bit_exact']} tensor(s) copied bit-exactly)"
+        )
     out.append(f"exit code: {result.exit_code}")
     return "\n".join(out)
 
@@ -1637,14 +2063,31 @@ def repair_overview(
             result = repair(src, engine, out, target=target)
             plan = result.plan
             after = result.verification
-            rows.append({
-                "engine": engine,
-                "errors before": ", ".join(sorted({f.code for f in plan.source_errors()})) if plan else "",
-                "status": result.status,
-                "steps": "; ".join(f"{s.kind}: {s.description}" for s in plan.steps)[:400] if plan else "",
-                "refused because": "; ".join(r.reason for r in plan.refusals) if plan else result.message,
-                "errors after": (", ".join(sorted({f.code for f in after.findings if f.severity is Severity.ERROR
-                                                   and f.engine in (None, engine)})) if after else ""),
-                "verdict after": after.verdict(engine) if after else "",
-            })
+            rows.append(
+                {
+                    "engine": engine,
+                    "errors before": ", ".join(sorted({f.code for f in plan.source_errors()}))
+                    if plan
+                    else "",
+                    "status": result.status,
+                    "steps": "; ".join(f"{s.kind}: {s.description}" for s in plan.steps)[:400]
+                    if plan
+                    else "",
+                    "refused because": "; ".join(r.reason for r in plan.refusals) if plan else result.message,
+                    "errors after": (
+                        ", ".join(
+                            sorted(
+                                {
+                                    f.code
+                                    for f in after.findings
+                                    if f.severity is Severity.ERROR and f.engine in (None, engine)
+                                }
+                            )
+                        )
+                        if after
+                        else ""
+                    ),
+                    "verdict after": after.verdict(engine) if after else "",
+                }
+            )
     return rows

@@ -65,8 +65,9 @@ def _strip_interactive(nb: Any) -> None:
         cell["outputs"] = kept
 
 
-def render_html(executed: Path, destination: Path, title: str, header_html: str | None = None,
-                show_code: bool = False) -> None:
+def render_html(
+    executed: Path, destination: Path, title: str, header_html: str | None = None, show_code: bool = False
+) -> None:
     """Render an executed notebook to one self-contained HTML file (code cells hidden by default).
 
     ``header_html`` must already be escaped (see :func:`run_header_html`).
@@ -85,7 +86,9 @@ def render_html(executed: Path, destination: Path, title: str, header_html: str 
     nb = nbformat.read(str(executed), as_version=4)
     _strip_interactive(nb)
     # the lab template escapes the title itself (escape_html_keep_quotes): pass it raw
-    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}, "e3f_header": header_html or ""})
+    body, _ = exporter.from_notebook_node(
+        nb, resources={"metadata": {"name": title}, "e3f_header": header_html or ""}
+    )
     destination.write_text(body, encoding="utf-8")
 
 
@@ -97,9 +100,15 @@ def run_header_html(res: dict[str, Any], run_name: str = "") -> str:
     """The escaped header of one report page: what ran, with which parameters, and how it went."""
     ok = res.get("status") == "ok"
     colour = "#2e7d32" if ok else "#c62828"
-    rows = "".join(f"<tr><td><code>{esc(k)}</code></td><td><code>{esc(_param_value(v))}</code></td></tr>"
-                   for k, v in (res.get("parameters") or {}).items())
-    err = f'<div style="color:#c62828;margin-top:0.4em"><b>error</b> {esc(res["error"])}</div>' if res.get("error") else ""
+    rows = "".join(
+        f"<tr><td><code>{esc(k)}</code></td><td><code>{esc(_param_value(v))}</code></td></tr>"
+        for k, v in (res.get("parameters") or {}).items()
+    )
+    err = (
+        f'<div style="color:#c62828;margin-top:0.4em"><b>error</b> {esc(res["error"])}</div>'
+        if res.get("error")
+        else ""
+    )
     return (
         '<div class="e3f-run-header" style="font-family:system-ui,sans-serif;border:1px solid #ccc;'
         'border-radius:6px;padding:0.6em 1em;margin:1em 2em">'
@@ -215,16 +224,22 @@ def index_html(summary: dict[str, Any]) -> str:
         if gate.get("passed"):
             banner = f'<p class="banner pass">Regression gate <b>passed</b> against <code>{e(gate["baseline"])}</code>.</p>'
         else:
-            items = "".join(f"<li>{e(p['drafter'])} · {e(p.get('notebook') or '–')}: {e(p['message'])}</li>"
-                            for p in gate.get("problems") or [])
-            banner = (f'<div class="banner fail"><b>Regression gate FAILED</b> against <code>{e(gate["baseline"])}'
-                      f"</code>:<ul>{items}</ul></div>")
+            items = "".join(
+                f"<li>{e(p['drafter'])} · {e(p.get('notebook') or '–')}: {e(p['message'])}</li>"
+                for p in gate.get("problems") or []
+            )
+            banner = (
+                f'<div class="banner fail"><b>Regression gate FAILED</b> against <code>{e(gate["baseline"])}'
+                f"</code>:<ul>{items}</ul></div>"
+            )
     else:
         banner = '<p class="banner muted">No baseline given: only notebook failures are gated.</p>'
     notes = gate.get("notes") or []
     notes_html = ""
     if notes:
-        items = "".join(f"<li>{e(n['drafter'])} · {e(n.get('notebook') or '–')}: {e(n['message'])}</li>" for n in notes)
+        items = "".join(
+            f"<li>{e(n['drafter'])} · {e(n.get('notebook') or '–')}: {e(n['message'])}</li>" for n in notes
+        )
         notes_html = f"<details><summary>{len(notes)} gate note(s)</summary><ul>{items}</ul></details>"
     name = summary.get("name") or "run"
     title = f"eagle3-forensics · {name}"
@@ -290,7 +305,7 @@ def build_demo_report(
     data: dict[str, Any] = {
         "name": "demo drafter reports",
         "description": "Notebook 01 over every demo drafter. Findings in the deliberately broken demo drafters are "
-                       "expected.",
+        "expected.",
         "drafters_from": str(demo / "drafters"),
         "parameters": {"target": str(target) if target.is_dir() else None},
         "notebooks": {n: ({"engine": "all"} if n == "01_checkpoint_keys" else {}) for n in notebooks},

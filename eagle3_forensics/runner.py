@@ -51,8 +51,22 @@ SUMMARY_SCHEMA = "eagle3-forensics/run-summary/1"
 BASELINE_SCHEMA = "eagle3-forensics/baseline/1"
 DEFAULT_PATH_PARAMETERS = ("checkpoint", "target", "ids", "corpus", "prompts", "variants")
 DEFAULT_TOLERANCE = {"acceptance_length": 0.1, "per_position": 0.1}
-_CONFIG_KEYS = {"name", "description", "notebooks_dir", "timeout", "start_timeout", "workers", "env", "show_code",
-                "path_parameters", "parameters", "notebooks", "drafters", "drafters_from", "gate"}
+_CONFIG_KEYS = {
+    "name",
+    "description",
+    "notebooks_dir",
+    "timeout",
+    "start_timeout",
+    "workers",
+    "env",
+    "show_code",
+    "path_parameters",
+    "parameters",
+    "notebooks",
+    "drafters",
+    "drafters_from",
+    "gate",
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -91,7 +105,9 @@ def notebook_parameters(path: str | Path) -> dict[str, Any]:
     import nbformat
 
     nb = nbformat.read(str(path), as_version=4)
-    cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.get("metadata", {}).get("tags", [])]
+    cells = [
+        c for c in nb.cells if c.cell_type == "code" and "parameters" in c.get("metadata", {}).get("tags", [])
+    ]
     if not cells:
         return {}
     out: dict[str, Any] = {}
@@ -149,8 +165,9 @@ def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str |
     base = Path(base).resolve()
     unknown = set(data) - _CONFIG_KEYS
     if unknown:
-        raise UnusableInputError(f"config: unknown key(s) {', '.join(sorted(unknown))}; known: "
-                                 f"{', '.join(sorted(_CONFIG_KEYS))}")
+        raise UnusableInputError(
+            f"config: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_CONFIG_KEYS))}"
+        )
     path_names = tuple(data.get("path_parameters") or DEFAULT_PATH_PARAMETERS)
     nb_dir_raw = data.get("notebooks_dir")
     nb_dir = NOTEBOOKS_DIR if nb_dir_raw is None else (base / os.path.expanduser(str(nb_dir_raw))).resolve()
@@ -173,8 +190,10 @@ def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str |
         params = _resolve_paths(_mapping(spec, f"notebooks.{name}"), path_names, base)
         bad = set(params) - set(declared[stem])
         if bad:
-            raise UnusableInputError(f"config: notebook {stem} has no parameter(s) {', '.join(sorted(bad))} "
-                                     f"(it declares {', '.join(declared[stem]) or 'none'})")
+            raise UnusableInputError(
+                f"config: notebook {stem} has no parameter(s) {', '.join(sorted(bad))} "
+                f"(it declares {', '.join(declared[stem]) or 'none'})"
+            )
         nb_params[stem] = params
     names = list(declared)
 
@@ -182,12 +201,15 @@ def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str |
     if data.get("drafters_from") is not None:
         root = (base / os.path.expanduser(str(data["drafters_from"]))).resolve()
         if not root.is_dir():
-            raise UnusableInputError(f"config: drafters_from {root} is not a directory (create the demo with "
-                                     "`make data`)")
+            raise UnusableInputError(
+                f"config: drafters_from {root} is not a directory (create the demo with `make data`)"
+            )
         for d in sorted(x for x in root.iterdir() if x.is_dir() and not x.name.startswith(".")):
             drafters[d.name] = {"checkpoint": str(d)}
     for dname, spec in _mapping(data.get("drafters"), "drafters").items():
-        drafters[dname] = {"checkpoint": spec} if isinstance(spec, str) else _mapping(spec, f"drafters.{dname}")
+        drafters[dname] = (
+            {"checkpoint": spec} if isinstance(spec, str) else _mapping(spec, f"drafters.{dname}")
+        )
     if not drafters:
         raise UnusableInputError("config: no drafters (give `drafters` or `drafters_from`)")
 
@@ -196,21 +218,35 @@ def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str |
     for dname, spec in drafters.items():
         unknown_d = set(spec) - {"checkpoint", "parameters", "notebooks"}
         if unknown_d:
-            raise UnusableInputError(f"config: drafters.{dname}: unknown key(s) {', '.join(sorted(unknown_d))} "
-                                     "(checkpoint, parameters, notebooks)")
-        d_params = _resolve_paths(_mapping(spec.get("parameters"), f"drafters.{dname}.parameters"), path_names, base)
+            raise UnusableInputError(
+                f"config: drafters.{dname}: unknown key(s) {', '.join(sorted(unknown_d))} "
+                "(checkpoint, parameters, notebooks)"
+            )
+        d_params = _resolve_paths(
+            _mapping(spec.get("parameters"), f"drafters.{dname}.parameters"), path_names, base
+        )
         if spec.get("checkpoint") is not None:
-            d_params = {**_resolve_paths({"checkpoint": str(spec["checkpoint"])}, path_names, base), **d_params}
+            d_params = {
+                **_resolve_paths({"checkpoint": str(spec["checkpoint"])}, path_names, base),
+                **d_params,
+            }
         chosen = spec.get("notebooks")
-        selected = names if chosen is None else [str(n)[:-6] if str(n).endswith(".ipynb") else str(n)
-                                                 for n in chosen]
+        selected = (
+            names
+            if chosen is None
+            else [str(n)[:-6] if str(n).endswith(".ipynb") else str(n) for n in chosen]
+        )
         missing = [n for n in selected if n not in declared]
         if missing:
-            raise UnusableInputError(f"config: drafters.{dname}.notebooks names {', '.join(missing)}, "
-                                     "which the config's notebooks do not list")
+            raise UnusableInputError(
+                f"config: drafters.{dname}.notebooks names {', '.join(missing)}, "
+                "which the config's notebooks do not list"
+            )
         for k in d_params:
             if not any(k in declared[n] for n in selected):
-                raise UnusableInputError(f"config: drafters.{dname}: no listed notebook has a parameter {k!r}")
+                raise UnusableInputError(
+                    f"config: drafters.{dname}: no listed notebook has a parameter {k!r}"
+                )
         for n in selected:
             params = {k: v for k, v in global_params.items() if k in declared[n]}
             params.update(nb_params[n])
@@ -227,11 +263,18 @@ def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str |
     workers = int(data.get("workers") or 1)
     return RunConfig(
         name=str(data.get("name") or (Path(source).stem if source else "run")),
-        source=source, notebooks_dir=nb_dir, timeout=int(data.get("timeout") or 300),
-        start_timeout=int(data.get("start_timeout") or 120), workers=max(1, workers),
+        source=source,
+        notebooks_dir=nb_dir,
+        timeout=int(data.get("timeout") or 300),
+        start_timeout=int(data.get("start_timeout") or 120),
+        workers=max(1, workers),
         env={str(k): str(v) for k, v in _mapping(data.get("env"), "env").items()},
-        show_code=bool(data.get("show_code", False)), notebooks=names, drafters=list(drafters), jobs=jobs,
-        tolerance=tolerance, description=str(data.get("description") or ""),
+        show_code=bool(data.get("show_code", False)),
+        notebooks=names,
+        drafters=list(drafters),
+        jobs=jobs,
+        tolerance=tolerance,
+        description=str(data.get("description") or ""),
     )
 
 
@@ -278,8 +321,11 @@ def _cells_ran(executed: Path) -> bool:
         nb = nbformat.read(str(executed), as_version=4)
     except Exception:
         return False
-    return any(c.get("metadata", {}).get("papermill", {}).get("status") in ("completed", "failed", "running")
-               for c in nb.cells if c.cell_type == "code")
+    return any(
+        c.get("metadata", {}).get("papermill", {}).get("status") in ("completed", "failed", "running")
+        for c in nb.cells
+        if c.cell_type == "code"
+    )
 
 
 def execute_job(job: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
@@ -294,21 +340,41 @@ def execute_job(job: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]
     executed, sidecar = runs / f"{job['stem']}.ipynb", runs / f"{job['stem']}.record.json"
     for stale in (executed, sidecar, out / f"{job['stem']}.html"):  # a previous run's, in the same --out
         stale.unlink(missing_ok=True)
-    res: dict[str, Any] = {"drafter": job["drafter"], "notebook": job["notebook"], "parameters": job["parameters"],
-                           "status": "failed", "duration_s": 0.0, "error": None, "error_detail": None,
-                           "records": {}, "html": None, "executed_notebook": None, "record": None, "attempts": 0}
-    env: dict[str, str | None] = {**settings.get("env", {}), ENV_VAR: str(sidecar), "E3F_INTERACTIVE": "0",
-                                  "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-                                  # ipykernel picks the inline backend only when MPLBACKEND is unset
-                                  "MPLBACKEND": None}
+    res: dict[str, Any] = {
+        "drafter": job["drafter"],
+        "notebook": job["notebook"],
+        "parameters": job["parameters"],
+        "status": "failed",
+        "duration_s": 0.0,
+        "error": None,
+        "error_detail": None,
+        "records": {},
+        "html": None,
+        "executed_notebook": None,
+        "record": None,
+        "attempts": 0,
+    }
+    env: dict[str, str | None] = {
+        **settings.get("env", {}),
+        ENV_VAR: str(sidecar),
+        "E3F_INTERACTIVE": "0",
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        # ipykernel picks the inline backend only when MPLBACKEND is unset
+        "MPLBACKEND": None,
+    }
     start = time.perf_counter()
     with _env(env):
         for attempt in (1, 2):
             res["attempts"] = attempt
             try:
                 papermill.execute_notebook(
-                    job["path"], str(executed), parameters=job["parameters"], cwd=settings["cwd"],
-                    kernel_name=KERNEL_NAME, progress_bar=False, start_timeout=settings["start_timeout"],
+                    job["path"],
+                    str(executed),
+                    parameters=job["parameters"],
+                    cwd=settings["cwd"],
+                    kernel_name=KERNEL_NAME,
+                    progress_bar=False,
+                    start_timeout=settings["start_timeout"],
                     execution_timeout=settings["timeout"],
                     # kernel log lines (transport warnings, shutdown noise) would mix with the progress bar
                     extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
@@ -324,7 +390,11 @@ def execute_job(job: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]
                 where = f" (cell {detail['cell']})" if detail["cell"] is not None else ""
                 res["error"] = _one_line(f"{detail['ename']}: {detail['evalue']}{where}")
                 # a kernel that never started (port race between workers, slow start) gets one more try
-                if attempt == 1 and not _cells_ran(executed) and not isinstance(exc, papermill.PapermillExecutionError):
+                if (
+                    attempt == 1
+                    and not _cells_ran(executed)
+                    and not isinstance(exc, papermill.PapermillExecutionError)
+                ):
                     continue
                 break
     res["duration_s"] = round(time.perf_counter() - start, 2)
@@ -340,13 +410,19 @@ def execute_job(job: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]
         res["executed_notebook"] = executed.relative_to(out).as_posix()
         html_name = f"{job['stem']}.html"
         try:
-            render_html(executed, out / html_name, f"{job['drafter']} · {job['notebook']}",
-                        header_html=run_header_html(res, settings.get("name", "")),
-                        show_code=settings.get("show_code", False))
+            render_html(
+                executed,
+                out / html_name,
+                f"{job['drafter']} · {job['notebook']}",
+                header_html=run_header_html(res, settings.get("name", "")),
+                show_code=settings.get("show_code", False),
+            )
             res["html"] = html_name
         except Exception as exc:
             res["status"] = "failed"
-            res["error"] = ((res["error"] + "; ") if res["error"] else "") + _one_line(f"HTML rendering: {exc}")
+            res["error"] = ((res["error"] + "; ") if res["error"] else "") + _one_line(
+                f"HTML rendering: {exc}"
+            )
     return res
 
 
@@ -410,12 +486,20 @@ class Gate:
     notes: list[GateProblem] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"baseline": self.baseline, "passed": self.passed,
-                "problems": [asdict(p) for p in self.problems], "notes": [asdict(p) for p in self.notes]}
+        return {
+            "baseline": self.baseline,
+            "passed": self.passed,
+            "problems": [asdict(p) for p in self.problems],
+            "notes": [asdict(p) for p in self.notes],
+        }
 
 
 def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or (isinstance(x, float) and not math.isfinite(x)):
+    if (
+        isinstance(x, bool)
+        or not isinstance(x, (int, float))
+        or (isinstance(x, float) and not math.isfinite(x))
+    ):
         return None
     return float(x)
 
@@ -444,8 +528,9 @@ def load_baseline(path: str | Path, tolerance: dict[str, float] | None = None) -
     return data
 
 
-def baseline_from_runs(runs: Sequence[dict[str, Any]], tolerance: dict[str, float] | None = None,
-                       source: str | None = None) -> dict[str, Any]:
+def baseline_from_runs(
+    runs: Sequence[dict[str, Any]], tolerance: dict[str, float] | None = None, source: str | None = None
+) -> dict[str, Any]:
     """A baseline from a run's results: per drafter the acceptance metrics of the first run that
     measured them (``by_notebook`` overrides for notebooks that measured different values, e.g.
     with other prompts) and every finding code seen."""
@@ -460,13 +545,19 @@ def baseline_from_runs(runs: Sequence[dict[str, Any]], tolerance: dict[str, floa
         al = _num(m.get("acceptance_length"))
         if al is None:
             continue
-        spec: dict[str, Any] = {"acceptance_length": {"value": round(al, 6), "tolerance": tol["acceptance_length"]},
-                "per_position": {"values": [round(float(x), 6) for x in m.get("per_position") or []],
-                                 "tolerance": tol["per_position"]}}
+        spec: dict[str, Any] = {
+            "acceptance_length": {"value": round(al, 6), "tolerance": tol["acceptance_length"]},
+            "per_position": {
+                "values": [round(float(x), 6) for x in m.get("per_position") or []],
+                "tolerance": tol["per_position"],
+            },
+        }
         if "acceptance_length" not in entry:
             entry.update(spec)
         elif (entry["acceptance_length"]["value"], entry["per_position"]["values"]) != (
-                spec["acceptance_length"]["value"], spec["per_position"]["values"]):
+            spec["acceptance_length"]["value"],
+            spec["per_position"]["values"],
+        ):
             entry.setdefault("by_notebook", {})[r["notebook"]] = spec
     for entry in drafters.values():
         entry["expected_findings"] = sorted(entry["expected_findings"])
@@ -505,9 +596,13 @@ def evaluate_gate(runs: Sequence[dict[str, Any]], baseline: dict[str, Any] | Non
         if r.get("findings") is not None:
             for code in dict.fromkeys(f["code"] for f in r["findings"] if f.get("severity") == "error"):
                 if code not in expected:
-                    engines = sorted({str(f.get("engine")) for f in r["findings"]
-                                      if f["code"] == code and f.get("engine")})
-                    fail("new_error_finding", f"new error finding {code}" + (f" [{', '.join(engines)}]" if engines else ""))
+                    engines = sorted(
+                        {str(f.get("engine")) for f in r["findings"] if f["code"] == code and f.get("engine")}
+                    )
+                    fail(
+                        "new_error_finding",
+                        f"new error finding {code}" + (f" [{', '.join(engines)}]" if engines else ""),
+                    )
         else:
             for code in r.get("codes") or []:
                 if code not in expected:
@@ -523,14 +618,20 @@ def evaluate_gate(runs: Sequence[dict[str, Any]], baseline: dict[str, Any] | Non
         spec = (entry.get("by_notebook") or {}).get(r["notebook"]) or entry
         al_spec = spec.get("acceptance_length")
         if isinstance(al_spec, dict) and _num(al_spec.get("value")) is not None:
-            base, tol = float(al_spec["value"]), float(al_spec.get("tolerance", DEFAULT_TOLERANCE["acceptance_length"]))
+            base, tol = (
+                float(al_spec["value"]),
+                float(al_spec.get("tolerance", DEFAULT_TOLERANCE["acceptance_length"])),
+            )
             al = float(m["acceptance_length"])
             r["gate"]["acceptance_length_baseline"] = base
             if al < base - tol:
                 fail("acceptance_length", f"acceptance length {al:.3f} < baseline {base:.3f} − {tol:g}")
             elif al > base + tol:
-                note("acceptance_length", f"acceptance length {al:.3f} > baseline {base:.3f} + {tol:g} "
-                                          "(better: update the baseline)")
+                note(
+                    "acceptance_length",
+                    f"acceptance length {al:.3f} > baseline {base:.3f} + {tol:g} "
+                    "(better: update the baseline)",
+                )
         pp_spec = spec.get("per_position")
         if isinstance(pp_spec, dict) and isinstance(pp_spec.get("values"), list):
             base_pp = [float(x) for x in pp_spec["values"]]
@@ -538,20 +639,27 @@ def evaluate_gate(runs: Sequence[dict[str, Any]], baseline: dict[str, Any] | Non
             tol_list = [float(x) for x in tols] if isinstance(tols, list) else [float(tols)] * len(base_pp)
             got = [float(x) for x in m.get("per_position") or []]
             if len(got) != len(base_pp):
-                fail("per_position", f"per-position acceptance has {len(got)} positions, baseline {len(base_pp)} "
-                                     "(K changed?)")
+                fail(
+                    "per_position",
+                    f"per-position acceptance has {len(got)} positions, baseline {len(base_pp)} (K changed?)",
+                )
             else:
                 for i, (g, b, t) in enumerate(zip(got, base_pp, tol_list, strict=False)):
                     if g < b - t:
-                        fail("per_position", f"acceptance at draft position {i} {g:.3f} < baseline {b:.3f} − {t:g}")
+                        fail(
+                            "per_position",
+                            f"acceptance at draft position {i} {g:.3f} < baseline {b:.3f} − {t:g}",
+                        )
     for name, entry in entries.items():
         mine = [r for r in runs if r["drafter"] == name]
         if not mine:
             gate.notes.append(GateProblem(name, None, "missing", "in the baseline but not in this run"))
         elif entry.get("acceptance_length") and not any(
-                _num((r.get("metrics") or {}).get("acceptance_length")) is not None for r in mine):
-            gate.notes.append(GateProblem(name, None, "missing", "baseline has acceptance metrics; no run measured "
-                                                                   "them"))
+            _num((r.get("metrics") or {}).get("acceptance_length")) is not None for r in mine
+        ):
+            gate.notes.append(
+                GateProblem(name, None, "missing", "baseline has acceptance metrics; no run measured them")
+            )
     gate.passed = not gate.problems
     return gate
 
@@ -564,7 +672,9 @@ def changes(runs: Sequence[dict[str, Any]], previous: Sequence[dict[str, Any]] |
         if p is None:
             r["change"] = None if previous is None else {"new": True}
             continue
-        ch: dict[str, Any] = {"status": None if p.get("status") == r["status"] else f"{p.get('status')} → {r['status']}"}
+        ch: dict[str, Any] = {
+            "status": None if p.get("status") == r["status"] else f"{p.get('status')} → {r['status']}"
+        }
         for key in ("acceptance_length", "coverage"):
             a, b = _num((r.get("metrics") or {}).get(key)), _num((p.get("metrics") or {}).get(key))
             ch[key] = None if a is None or b is None else round(a - b, 6)
@@ -609,8 +719,14 @@ def _versions() -> dict[str, str | None]:
 
 def _git_sha(where: Path) -> str | None:
     try:
-        proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True,  # noqa: S607
-                              timeout=5, check=False)
+        proc = subprocess.run(
+            ["git", "rev-parse", "HEAD"],  # noqa: S607 - git from PATH, read-only provenance
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return proc.stdout.strip() or None if proc.returncode == 0 else None
@@ -627,8 +743,15 @@ def _durations(summary: Path) -> dict[tuple[str, str], float]:
 def _progress(total: int, enabled: bool) -> Any:
     from tqdm import tqdm
 
-    return tqdm(total=total, desc="notebooks", unit="nb", file=sys.stderr, disable=not enabled, dynamic_ncols=True,
-                leave=True)
+    return tqdm(
+        total=total,
+        desc="notebooks",
+        unit="nb",
+        file=sys.stderr,
+        disable=not enabled,
+        dynamic_ncols=True,
+        leave=True,
+    )
 
 
 def run(
@@ -663,12 +786,20 @@ def run(
         except (OSError, ValueError):
             pass
     n_workers = max(1, min(workers or config.workers, len(config.jobs)))
-    settings = {"out": str(out), "cwd": str(config.notebooks_dir), "timeout": config.timeout,
-                "start_timeout": config.start_timeout, "env": config.env, "show_code": config.show_code,
-                "name": config.name}
+    settings = {
+        "out": str(out),
+        "cwd": str(config.notebooks_dir),
+        "timeout": config.timeout,
+        "start_timeout": config.start_timeout,
+        "env": config.env,
+        "show_code": config.show_code,
+        "name": config.name,
+    }
     say = log or (lambda msg: sys.stderr.write(msg + "\n"))
-    say(f"eagle3-forensics run: {len(config.jobs)} notebook runs ({len(config.drafters)} drafters × "
-        f"{len(config.notebooks)} notebooks), {n_workers} worker(s), per-cell timeout {config.timeout}s -> {out}")
+    say(
+        f"eagle3-forensics run: {len(config.jobs)} notebook runs ({len(config.drafters)} drafters × "
+        f"{len(config.notebooks)} notebooks), {n_workers} worker(s), per-cell timeout {config.timeout}s -> {out}"
+    )
     order = {id(j): i for i, j in enumerate(config.jobs)}
     results: list[dict[str, Any] | None] = [None] * len(config.jobs)
     bar = _progress(len(config.jobs), progress)
@@ -677,8 +808,10 @@ def run(
         results[i] = res
         bar.update(1)
         detail = f" · {res['error']}" if res["error"] else ""
-        bar.write(f"  {res['drafter']} · {res['notebook']} · {res['status']} · {res['duration_s']:.1f}s{detail}",
-                  file=sys.stderr)
+        bar.write(
+            f"  {res['drafter']} · {res['notebook']} · {res['status']} · {res['duration_s']:.1f}s{detail}",
+            file=sys.stderr,
+        )
 
     jobs = [(order[id(j)], asdict(j)) for j in config.jobs]
     # longest first (durations of the previous run into the same --out, unknown ones first): the
@@ -695,7 +828,8 @@ def run(
             ctx = multiprocessing.get_context("spawn")
             with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
                 futures: dict[Future[dict[str, Any]], tuple[int, dict[str, Any]]] = {
-                    pool.submit(execute_job, job, settings): (i, job) for i, job in jobs}
+                    pool.submit(execute_job, job, settings): (i, job) for i, job in jobs
+                }
                 from concurrent.futures import as_completed
 
                 for fut in as_completed(futures):
@@ -703,11 +837,20 @@ def run(
                     try:
                         res = fut.result()
                     except Exception as exc:  # a worker died: record it, keep going
-                        res = {"drafter": job["drafter"], "notebook": job["notebook"],
-                               "parameters": job["parameters"], "status": "failed", "duration_s": 0.0,
-                               "error": _one_line(f"worker failed: {type(exc).__name__}: {exc}"),
-                               "error_detail": None, "records": {}, "html": None, "executed_notebook": None,
-                               "record": None, "attempts": 1}
+                        res = {
+                            "drafter": job["drafter"],
+                            "notebook": job["notebook"],
+                            "parameters": job["parameters"],
+                            "status": "failed",
+                            "duration_s": 0.0,
+                            "error": _one_line(f"worker failed: {type(exc).__name__}: {exc}"),
+                            "error_detail": None,
+                            "records": {},
+                            "html": None,
+                            "executed_notebook": None,
+                            "record": None,
+                            "attempts": 1,
+                        }
                     done(i, res)
     finally:
         bar.close()
@@ -724,28 +867,49 @@ def run(
     exit_code = 0 if (failed == 0 and gate.passed) else 1
     wall = round(time.perf_counter() - t0, 1)
     summary = {
-        "schema": SUMMARY_SCHEMA, "name": config.name, "description": config.description, "config": config.source,
-        "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "wall_s": wall, "workers": n_workers,
-        "notebooks": config.notebooks, "drafters": config.drafters, "git": _git_sha(config.notebooks_dir),
-        "versions": _versions(), "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-        "ok": sum(r["status"] == "ok" for r in runs), "failed": failed, "gate": gate.to_dict(),
-        "exit_code": exit_code, "runs": runs,
+        "schema": SUMMARY_SCHEMA,
+        "name": config.name,
+        "description": config.description,
+        "config": config.source,
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "wall_s": wall,
+        "workers": n_workers,
+        "notebooks": config.notebooks,
+        "drafters": config.drafters,
+        "git": _git_sha(config.notebooks_dir),
+        "versions": _versions(),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "ok": sum(r["status"] == "ok" for r in runs),
+        "failed": failed,
+        "gate": gate.to_dict(),
+        "exit_code": exit_code,
+        "runs": runs,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     (out / "index.html").write_text(index_html(summary), encoding="utf-8")
     if write_baseline is not None:
         drafted = baseline_from_runs(runs, config.tolerance)
-        new = {"schema": BASELINE_SCHEMA,
-               "description": (f"Regression baseline for run config '{config.name}', written by `eagle3-forensics run "
-                               "--write-baseline`. Per drafter: acceptance length and per-position (cumulative) "
-                               "acceptance with absolute tolerances (a drop beyond them fails the gate), "
-                               "by_notebook overrides where a notebook measures with other settings, and the "
-                               "finding codes expected (an error finding not listed fails the gate)."),
-               "drafters": drafted["drafters"]}
+        new = {
+            "schema": BASELINE_SCHEMA,
+            "description": (
+                f"Regression baseline for run config '{config.name}', written by `eagle3-forensics run "
+                "--write-baseline`. Per drafter: acceptance length and per-position (cumulative) "
+                "acceptance with absolute tolerances (a drop beyond them fails the gate), "
+                "by_notebook overrides where a notebook measures with other settings, and the "
+                "finding codes expected (an error finding not listed fails the gate)."
+            ),
+            "drafters": drafted["drafters"],
+        }
         Path(write_baseline).write_text(json.dumps(new, indent=2) + "\n", encoding="utf-8")
         say(f"baseline written: {write_baseline}")
-    say(f"{len(runs) - failed}/{len(runs)} notebook runs ok"
-        + ("" if base is None else f"; gate {'passed' if gate.passed else 'FAILED'} against {base.get('source')}"))
+    say(
+        f"{len(runs) - failed}/{len(runs)} notebook runs ok"
+        + (
+            ""
+            if base is None
+            else f"; gate {'passed' if gate.passed else 'FAILED'} against {base.get('source')}"
+        )
+    )
     for p in gate.problems:
         say(f"  gate: {p.drafter} · {p.notebook or '-'}: {p.message}")
     say(f"report: {out / 'index.html'} · summary: {out / 'summary.json'} · wall time {wall:.1f} s")

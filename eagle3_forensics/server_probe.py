@@ -61,25 +61,25 @@ MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
 SERVER_CONVENTIONS: dict[str, str] = {
     "server.vllm.counters": "deltas of vLLM's cumulative /metrics counters (*_total) across the probe; they include "
-                            "any other traffic the server handled meanwhile (see the generation-token check).",
+    "any other traffic the server handled meanwhile (see the generation-token check).",
     "server.sglang.acceptance_length": "SGLang spec_accept_length convention: Σ completion_tokens / Σ spec_verify_ct "
-                                       "(a ratio of sums over the probe's requests; includes the bonus token and the "
-                                       "prefill token, so it sits above 1 + accepted/verify by about "
-                                       "requests/Σ verify).",
+    "(a ratio of sums over the probe's requests; includes the bonus token and the "
+    "prefill token, so it sits above 1 + accepted/verify by about "
+    "requests/Σ verify).",
     "server.sglang.accepted": "Σ accepted drafts from meta_info (spec_num_correct_drafts / spec_accepted_drafts / "
-                              "spec_accept_token_num, whichever the server writes); when none is written, "
-                              "completion_tokens − spec_verify_ct − 1 per request [inference].",
+    "spec_accept_token_num, whichever the server writes); when none is written, "
+    "completion_tokens − spec_verify_ct − 1 per request [inference].",
     "server.sglang.per_position": "from the acceptance histogram (bucket i = verify steps that accepted i drafts): "
-                                  "accepted_per_pos[i] = Σ hist[i+1:], summed over requests (acceptance.md §2.3).",
+    "accepted_per_pos[i] = Σ hist[i+1:], summed over requests (acceptance.md §2.3).",
     "server.sglang.avg_spec_accept_length": "/get_server_info internal_states[*].avg_spec_accept_length: cumulative "
-                                            "since server start over all traffic (SGLang convention, incl. bonus).",
+    "since server start over all traffic (SGLang convention, incl. bonus).",
     "server.sglang.metrics_gauges": "sglang:spec_accept_length / sglang:spec_accept_rate: 'mostrecent' gauges over "
-                                    "the last logging window, not cumulative (needs --enable-metrics).",
+    "the last logging window, not cumulative (needs --enable-metrics).",
     "server.launch.num_speculative_tokens": "K, the draft tokens per verify step of a chain: vLLM "
-                                            "num_speculative_tokens = K ⇔ SGLang speculative_num_steps K with "
-                                            "eagle_topk 1 and num_draft_tokens K+1 (acceptance.md §2.4).",
+    "num_speculative_tokens = K ⇔ SGLang speculative_num_steps K with "
+    "eagle_topk 1 and num_draft_tokens K+1 (acceptance.md §2.4).",
     "server.launch.aux_layer_ids": "Hugging Face hidden_states indices (input of decoder layer i), as diagnose "
-                                   "computes them for this engine from the drafter's config.",
+    "computes them for this engine from the drafter's config.",
     "compare.gap": "server minus reference, per number; relative gap = gap / reference acceptance length.",
 }
 
@@ -121,8 +121,14 @@ class ServerFinding:
             raise ValueError(f"unknown server finding code {self.code!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "severity": self.severity.value, "engine": self.engine,
-                "message": " ".join(self.message.split()), "evidence": self.evidence, "fix": self.fix}
+        return {
+            "code": self.code,
+            "severity": self.severity.value,
+            "engine": self.engine,
+            "message": " ".join(self.message.split()),
+            "evidence": self.evidence,
+            "fix": self.fix,
+        }
 
 
 class ServerFault(Exception):
@@ -178,8 +184,15 @@ class HttpClient:
             if retry:
                 self.retried += 1
 
-    def request(self, method: str, path: str, payload: Any = None, *, idempotent: bool = True,
-                allow: Sequence[int] = ()) -> tuple[int, bytes]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        payload: Any = None,
+        *,
+        idempotent: bool = True,
+        allow: Sequence[int] = (),
+    ) -> tuple[int, bytes]:
         """Send a request; returns (status, body). Statuses in ``allow`` are returned, not raised."""
         data = None if payload is None else json.dumps(payload).encode()
         headers = {"Accept": "application/json, text/plain;q=0.9"}
@@ -197,8 +210,11 @@ class HttpClient:
                 with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
                     body = resp.read(MAX_RESPONSE_BYTES + 1)
                     if len(body) > MAX_RESPONSE_BYTES:
-                        raise ServerFault("SERVER_BAD_RESPONSE", f"{what}: answer larger than "
-                                          f"{MAX_RESPONSE_BYTES // 2**20} MiB", {"request": what})
+                        raise ServerFault(
+                            "SERVER_BAD_RESPONSE",
+                            f"{what}: answer larger than {MAX_RESPONSE_BYTES // 2**20} MiB",
+                            {"request": what},
+                        )
                     return int(resp.status), body
             except urllib.error.HTTPError as exc:
                 try:
@@ -208,30 +224,44 @@ class HttpClient:
                 if exc.code in allow:
                     return int(exc.code), body
                 retryable = exc.code in (429, 503) or (idempotent and exc.code in (500, 502, 504))
-                fault = ServerFault("SERVER_HTTP_ERROR", f"{what}: HTTP {exc.code} {exc.reason}"
-                                    + (f": {_excerpt(body)}" if body else ""),
-                                    {"request": what, "status": exc.code, "body": _excerpt(body, 1000)})
+                fault = ServerFault(
+                    "SERVER_HTTP_ERROR",
+                    f"{what}: HTTP {exc.code} {exc.reason}" + (f": {_excerpt(body)}" if body else ""),
+                    {"request": what, "status": exc.code, "body": _excerpt(body, 1000)},
+                )
             except TimeoutError:  # socket.timeout is TimeoutError
                 retryable = idempotent
-                fault = ServerFault("SERVER_TIMEOUT", f"{what}: no answer within {self.timeout:g} s",
-                                    {"request": what, "timeout_s": self.timeout})
+                fault = ServerFault(
+                    "SERVER_TIMEOUT",
+                    f"{what}: no answer within {self.timeout:g} s",
+                    {"request": what, "timeout_s": self.timeout},
+                )
             except urllib.error.URLError as exc:
                 reason = exc.reason
                 if isinstance(reason, TimeoutError):
                     retryable = idempotent
-                    fault = ServerFault("SERVER_TIMEOUT", f"{what}: no connection within {self.timeout:g} s",
-                                        {"request": what, "timeout_s": self.timeout})
+                    fault = ServerFault(
+                        "SERVER_TIMEOUT",
+                        f"{what}: no connection within {self.timeout:g} s",
+                        {"request": what, "timeout_s": self.timeout},
+                    )
                 else:
                     refused = isinstance(reason, ConnectionRefusedError)
                     retryable = idempotent or refused
-                    fault = ServerFault("SERVER_UNREACHABLE", f"{what}: {reason}",
-                                        {"request": what, "reason": str(reason), "refused": refused})
+                    fault = ServerFault(
+                        "SERVER_UNREACHABLE",
+                        f"{what}: {reason}",
+                        {"request": what, "reason": str(reason), "refused": refused},
+                    )
             except ServerFault:
                 raise
             except (ConnectionError, http.client.HTTPException, OSError) as exc:
                 retryable = idempotent
-                fault = ServerFault("SERVER_UNREACHABLE", f"{what}: connection lost ({type(exc).__name__}: {exc})",
-                                    {"request": what, "reason": f"{type(exc).__name__}: {exc}"})
+                fault = ServerFault(
+                    "SERVER_UNREACHABLE",
+                    f"{what}: connection lost ({type(exc).__name__}: {exc})",
+                    {"request": what, "reason": f"{type(exc).__name__}: {exc}"},
+                )
             if not retryable or attempt > self.retries:
                 fault.evidence["attempts"] = attempt
                 raise fault
@@ -250,16 +280,20 @@ class HttpClient:
         try:
             return status, body.decode("utf-8")
         except UnicodeDecodeError:
-            raise ServerFault("SERVER_BAD_RESPONSE", f"GET {path}: answer is not UTF-8 text",
-                              {"request": f"GET {path}"}) from None
+            raise ServerFault(
+                "SERVER_BAD_RESPONSE", f"GET {path}: answer is not UTF-8 text", {"request": f"GET {path}"}
+            ) from None
 
 
 def _json(body: bytes, what: str) -> Any:
     try:
         return json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ServerFault("SERVER_BAD_RESPONSE", f"{what}: answer is not JSON ({type(exc).__name__}: {exc}): "
-                          f"{_excerpt(body)!r}", {"request": what, "body": _excerpt(body, 1000)}) from None
+        raise ServerFault(
+            "SERVER_BAD_RESPONSE",
+            f"{what}: answer is not JSON ({type(exc).__name__}: {exc}): {_excerpt(body)!r}",
+            {"request": what, "body": _excerpt(body, 1000)},
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -274,15 +308,20 @@ def parse_metrics(text: str, what: str = "GET /metrics") -> Samples:
     try:
         from prometheus_client.parser import text_string_to_metric_families
     except ImportError:  # pragma: no cover - the server extra is part of dev
-        raise UnusableInputError("probe-server needs prometheus_client: pip install 'eagle3-forensics[server]'") from None
+        raise UnusableInputError(
+            "probe-server needs prometheus_client: pip install 'eagle3-forensics[server]'"
+        ) from None
     out: Samples = {}
     try:
         for family in text_string_to_metric_families(text):
             for s in family.samples:
                 out[(s.name, tuple(sorted(s.labels.items())))] = float(s.value)
     except Exception as exc:  # the parser raises ValueError/IndexError/KeyError/TypeError on bad lines
-        raise ServerFault("SERVER_BAD_RESPONSE", f"{what}: not Prometheus text ({type(exc).__name__}: {exc})",
-                          {"request": what}) from None
+        raise ServerFault(
+            "SERVER_BAD_RESPONSE",
+            f"{what}: not Prometheus text ({type(exc).__name__}: {exc})",
+            {"request": what},
+        ) from None
     return out
 
 
@@ -340,22 +379,35 @@ class VllmCounters:
             try:
                 per_pos[int(pos)] = v
             except ValueError:
-                raise ServerFault("SERVER_BAD_RESPONSE", f"GET /metrics: per-position counter with position={pos!r}",
-                                  {"request": "GET /metrics"}) from None
-        return cls(drafts, tokens, accepted, per_pos, _sum(samples, VLLM_METRICS["generation_tokens"]),
-                   _sum(samples, VLLM_METRICS["prompt_tokens"]),
-                   _sum(samples, VLLM_METRICS["process_start_time_seconds"]))
+                raise ServerFault(
+                    "SERVER_BAD_RESPONSE",
+                    f"GET /metrics: per-position counter with position={pos!r}",
+                    {"request": "GET /metrics"},
+                ) from None
+        return cls(
+            drafts,
+            tokens,
+            accepted,
+            per_pos,
+            _sum(samples, VLLM_METRICS["generation_tokens"]),
+            _sum(samples, VLLM_METRICS["prompt_tokens"]),
+            _sum(samples, VLLM_METRICS["process_start_time_seconds"]),
+        )
 
     @property
     def k(self) -> int:
         return max(self.per_pos) + 1 if self.per_pos else 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"num_drafts": _num(self.num_drafts), "num_draft_tokens": _num(self.num_draft_tokens),
-                "num_accepted_tokens": _num(self.num_accepted_tokens),
-                "num_accepted_tokens_per_pos": [_num(self.per_pos.get(i, 0.0)) for i in range(self.k)],
-                "generation_tokens": _num(self.generation_tokens), "prompt_tokens": _num(self.prompt_tokens),
-                "process_start_time_seconds": self.start_time}
+        return {
+            "num_drafts": _num(self.num_drafts),
+            "num_draft_tokens": _num(self.num_draft_tokens),
+            "num_accepted_tokens": _num(self.num_accepted_tokens),
+            "num_accepted_tokens_per_pos": [_num(self.per_pos.get(i, 0.0)) for i in range(self.k)],
+            "generation_tokens": _num(self.generation_tokens),
+            "prompt_tokens": _num(self.prompt_tokens),
+            "process_start_time_seconds": self.start_time,
+        }
 
 
 def _num(x: float | None) -> float | int | None:
@@ -367,16 +419,25 @@ def _num(x: float | None) -> float | int | None:
 def counter_delta(before: VllmCounters, after: VllmCounters) -> tuple[dict[str, Any] | None, list[str]]:
     """Deltas, or ``(None, reasons)`` when a counter went backwards or the process restarted."""
     reasons = []
-    if (before.start_time is not None and after.start_time is not None
-            and abs(after.start_time - before.start_time) > 1e-3):
-        reasons.append(f"process_start_time_seconds changed from {before.start_time:.3f} to {after.start_time:.3f}")
-    pairs = [("num_drafts", before.num_drafts, after.num_drafts),
-             ("num_draft_tokens", before.num_draft_tokens, after.num_draft_tokens),
-             ("num_accepted_tokens", before.num_accepted_tokens, after.num_accepted_tokens),
-             ("generation_tokens", before.generation_tokens, after.generation_tokens)]
+    if (
+        before.start_time is not None
+        and after.start_time is not None
+        and abs(after.start_time - before.start_time) > 1e-3
+    ):
+        reasons.append(
+            f"process_start_time_seconds changed from {before.start_time:.3f} to {after.start_time:.3f}"
+        )
+    pairs = [
+        ("num_drafts", before.num_drafts, after.num_drafts),
+        ("num_draft_tokens", before.num_draft_tokens, after.num_draft_tokens),
+        ("num_accepted_tokens", before.num_accepted_tokens, after.num_accepted_tokens),
+        ("generation_tokens", before.generation_tokens, after.generation_tokens),
+    ]
     k = max(before.k, after.k)
-    pairs += [(f"num_accepted_tokens_per_pos[{i}]", before.per_pos.get(i, 0.0), after.per_pos.get(i, 0.0))
-              for i in range(k)]
+    pairs += [
+        (f"num_accepted_tokens_per_pos[{i}]", before.per_pos.get(i, 0.0), after.per_pos.get(i, 0.0))
+        for i in range(k)
+    ]
     for name, b, a in pairs:
         if b is not None and a is not None and a < b:
             reasons.append(f"{name} went from {_num(b)} to {_num(a)}")
@@ -386,13 +447,16 @@ def counter_delta(before: VllmCounters, after: VllmCounters) -> tuple[dict[str, 
     def d(a: float | None, b: float | None) -> int | float | None:
         return None if a is None or b is None else _num(a - b)
 
-    return {"num_drafts": d(after.num_drafts, before.num_drafts),
-            "num_draft_tokens": d(after.num_draft_tokens, before.num_draft_tokens),
-            "num_accepted_tokens": d(after.num_accepted_tokens, before.num_accepted_tokens),
-            "num_accepted_tokens_per_pos": [d(after.per_pos.get(i, 0.0), before.per_pos.get(i, 0.0))
-                                            for i in range(k)],
-            "generation_tokens": d(after.generation_tokens, before.generation_tokens),
-            "prompt_tokens": d(after.prompt_tokens, before.prompt_tokens)}, []
+    return {
+        "num_drafts": d(after.num_drafts, before.num_drafts),
+        "num_draft_tokens": d(after.num_draft_tokens, before.num_draft_tokens),
+        "num_accepted_tokens": d(after.num_accepted_tokens, before.num_accepted_tokens),
+        "num_accepted_tokens_per_pos": [
+            d(after.per_pos.get(i, 0.0), before.per_pos.get(i, 0.0)) for i in range(k)
+        ],
+        "generation_tokens": d(after.generation_tokens, before.generation_tokens),
+        "prompt_tokens": d(after.prompt_tokens, before.prompt_tokens),
+    }, []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,8 +474,11 @@ SGLANG_GENERATION = {"spec_accept_token_num": 1, "spec_accepted_drafts": 2, "spe
 
 def _nonneg_int(x: Any, what: str) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0 or x != int(x):
-        raise ServerFault("SERVER_BAD_RESPONSE", f"POST /generate: meta_info.{what} = {x!r} is not a count",
-                          {"request": "POST /generate", "field": what})
+        raise ServerFault(
+            "SERVER_BAD_RESPONSE",
+            f"POST /generate: meta_info.{what} = {x!r} is not a count",
+            {"request": "POST /generate", "field": what},
+        )
     return int(x)
 
 
@@ -441,11 +508,17 @@ class SglangRequest:
     @classmethod
     def read(cls, meta: Any) -> SglangRequest:
         if not isinstance(meta, dict):
-            raise ServerFault("SERVER_BAD_RESPONSE", "POST /generate: no meta_info object in the answer",
-                              {"request": "POST /generate"})
+            raise ServerFault(
+                "SERVER_BAD_RESPONSE",
+                "POST /generate: no meta_info object in the answer",
+                {"request": "POST /generate"},
+            )
         if "completion_tokens" not in meta:
-            raise ServerFault("SERVER_BAD_RESPONSE", "POST /generate: meta_info has no completion_tokens",
-                              {"request": "POST /generate", "keys": sorted(meta)[:40]})
+            raise ServerFault(
+                "SERVER_BAD_RESPONSE",
+                "POST /generate: meta_info has no completion_tokens",
+                {"request": "POST /generate", "keys": sorted(meta)[:40]},
+            )
         completion = _nonneg_int(meta["completion_tokens"], "completion_tokens")
         verify = _nonneg_int(meta.get("spec_verify_ct") or 0, "spec_verify_ct")
         acc_name, acc = _first(meta, SGLANG_ACCEPTED)
@@ -454,17 +527,25 @@ class SglangRequest:
         histogram = None
         if hist is not None:
             if not isinstance(hist, list):
-                raise ServerFault("SERVER_BAD_RESPONSE", f"POST /generate: meta_info.{hist_name} is not a list",
-                                  {"request": "POST /generate"})
+                raise ServerFault(
+                    "SERVER_BAD_RESPONSE",
+                    f"POST /generate: meta_info.{hist_name} is not a list",
+                    {"request": "POST /generate"},
+                )
             histogram = [_nonneg_int(h, str(hist_name)) for h in hist] or None
         by_pos, kind = None, None
         for names, k in ((SGLANG_BY_POSITION_COUNTS, "counts"), (SGLANG_BY_POSITION_RATE, "rate")):
             n, v = _first(meta, names)
             if v is not None:
-                if not isinstance(v, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                                      and math.isfinite(x) and x >= 0 for x in v):
-                    raise ServerFault("SERVER_BAD_RESPONSE", f"POST /generate: meta_info.{n} is not a list of numbers",
-                                      {"request": "POST /generate"})
+                if not isinstance(v, list) or not all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+                    for x in v
+                ):
+                    raise ServerFault(
+                        "SERVER_BAD_RESPONSE",
+                        f"POST /generate: meta_info.{n} is not a list of numbers",
+                        {"request": "POST /generate"},
+                    )
                 by_pos, kind = [float(x) for x in v], k
                 break
 
@@ -472,11 +553,19 @@ class SglangRequest:
             v = meta.get(name)
             return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
-        return cls(completion, verify,
-                   None if acc is None else _nonneg_int(acc, str(acc_name)), acc_name,
-                   None if prop is None else _nonneg_int(prop, "proposed drafts"),
-                   histogram, by_pos, kind, opt_float("spec_accept_length"), opt_float("spec_accept_rate"),
-                   tuple(n for n in (*SGLANG_ACCEPTED, *SGLANG_PROPOSED, *SGLANG_HISTOGRAM) if n in meta))
+        return cls(
+            completion,
+            verify,
+            None if acc is None else _nonneg_int(acc, str(acc_name)),
+            acc_name,
+            None if prop is None else _nonneg_int(prop, "proposed drafts"),
+            histogram,
+            by_pos,
+            kind,
+            opt_float("spec_accept_length"),
+            opt_float("spec_accept_rate"),
+            tuple(n for n in (*SGLANG_ACCEPTED, *SGLANG_PROPOSED, *SGLANG_HISTOGRAM) if n in meta),
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -512,35 +601,65 @@ class ServerProbeResult(ProbeResult):
             return EXIT_FINDINGS
         return EXIT_OK
 
-    def add(self, code: str, severity: Severity, message: str, fix: str | None = None, **evidence: Any) -> None:
+    def add(
+        self, code: str, severity: Severity, message: str, fix: str | None = None, **evidence: Any
+    ) -> None:
         self.findings.append(ServerFinding(code, severity, message, self.server_engine, evidence, fix))
 
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()
         d["source"] = "server"
         if not self.measured:
-            for key in ("acceptance_length", "mean_accepted_drafts", "acceptance_rate", "num_drafts", "drafted",
-                        "accepted", "tokens_per_s"):
+            for key in (
+                "acceptance_length",
+                "mean_accepted_drafts",
+                "acceptance_rate",
+                "num_drafts",
+                "drafted",
+                "accepted",
+                "tokens_per_s",
+            ):
                 d[key] = None
         if not self.measured or not self.per_position_available:
             d["per_position"] = {"cumulative": None, "conditional": None, "accepted": None}
         order = {s: i for i, s in enumerate(("error", "warning", "info"))}
-        d.update({
-            "status": "measured" if self.measured else ("server_fault" if self.faulted else "not_measured"),
-            "exit_code": self.exit_code,
-            "findings": [f.to_dict() for f in sorted(self.findings, key=lambda f: order[f.severity.value])],
-            "server": self.server,
-            "compare": self.compare,
-            "conventions": {**CONVENTIONS, **SERVER_CONVENTIONS},
-        })
+        d.update(
+            {
+                "status": "measured"
+                if self.measured
+                else ("server_fault" if self.faulted else "not_measured"),
+                "exit_code": self.exit_code,
+                "findings": [
+                    f.to_dict() for f in sorted(self.findings, key=lambda f: order[f.severity.value])
+                ],
+                "server": self.server,
+                "compare": self.compare,
+                "conventions": {**CONVENTIONS, **SERVER_CONVENTIONS},
+            }
+        )
         return d
 
 
 def _new_result(url: str, engine: str, prompts: int, max_new_tokens: int) -> ServerProbeResult:
     return ServerProbeResult(
-        drafter="", target="", engine=f"{engine}-server", k=0, device=url, dtype="unknown", prompts=prompts,
-        max_new_tokens=max_new_tokens, live=LiveRun(0), greedy=None, lossless=None, mismatched_prompts=[],
-        teacher_forced=None, aux_sweep=None, view=None, url=url, server_engine=engine)
+        drafter="",
+        target="",
+        engine=f"{engine}-server",
+        k=0,
+        device=url,
+        dtype="unknown",
+        prompts=prompts,
+        max_new_tokens=max_new_tokens,
+        live=LiveRun(0),
+        greedy=None,
+        lossless=None,
+        mismatched_prompts=[],
+        teacher_forced=None,
+        aux_sweep=None,
+        view=None,
+        url=url,
+        server_engine=engine,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -576,13 +695,21 @@ def probe_server(
     if engine not in SERVER_ENGINES:
         raise UnusableInputError(f"unknown server engine {engine!r}; choose from {', '.join(SERVER_ENGINES)}")
     base = normalise_url(url)
-    for name, value, lo in (("max_new_tokens", max_new_tokens, 1), ("concurrency", concurrency, 1),
-                            ("retries", retries, 0)):
+    for name, value, lo in (
+        ("max_new_tokens", max_new_tokens, 1),
+        ("concurrency", concurrency, 1),
+        ("retries", retries, 0),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < lo:
             raise UnusableInputError(f"{name} must be an integer >= {lo}, got {value!r}")
     if retries > MAX_RETRIES:
         raise UnusableInputError(f"retries must be at most {MAX_RETRIES}, got {retries}")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0 or not math.isfinite(timeout):
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not timeout > 0
+        or not math.isfinite(timeout)
+    ):
         raise UnusableInputError(f"timeout must be a positive number of seconds, got {timeout!r}")
     if not (isinstance(tolerance, (int, float)) and 0 <= tolerance < 10):
         raise UnusableInputError(f"tolerance must be a fraction such as 0.1, got {tolerance!r}")
@@ -592,8 +719,13 @@ def probe_server(
     reference = load_reference(compare_with) if compare_with is not None else None
     http = client or HttpClient(base, timeout=float(timeout), retries=retries)
     r = _new_result(base, engine, len(texts), max_new_tokens)
-    r.server = {"url": base, "engine": engine, "concurrency": concurrency, "timeout_s": float(timeout),
-                "retries": retries}
+    r.server = {
+        "url": base,
+        "engine": engine,
+        "concurrency": concurrency,
+        "timeout_s": float(timeout),
+        "retries": retries,
+    }
     try:
         if engine == "vllm":
             _probe_vllm(r, http, texts, max_new_tokens, concurrency, model)
@@ -612,12 +744,12 @@ def probe_server(
 
 _FAULT_FIX = {
     "SERVER_UNREACHABLE": "Check the URL and that the server is up (GET /health); a server that died mid-run "
-                          "(e.g. an engine crash on the first request) shows here too: read its log.",
+    "(e.g. an engine crash on the first request) shows here too: read its log.",
     "SERVER_TIMEOUT": "Raise --timeout, lower --concurrency or --max-new-tokens, or check the server's load.",
     "SERVER_HTTP_ERROR": "Read the server log for the cause (a 500 on the first request is often an engine "
-                         "crash, e.g. a d2t mapping draft ids outside the target vocabulary).",
+    "crash, e.g. a d2t mapping draft ids outside the target vocabulary).",
     "SERVER_BAD_RESPONSE": "Check that the URL points at the engine named by --engine (and not at a proxy or "
-                           "another service).",
+    "another service).",
 }
 
 
@@ -659,19 +791,34 @@ def _scrape_vllm(http: HttpClient) -> tuple[VllmCounters | None, Samples]:
     return VllmCounters.read(samples), samples
 
 
-def _probe_vllm(r: ServerProbeResult, http: HttpClient, texts: Sequence[str], max_new_tokens: int,
-                concurrency: int, model: str | None) -> None:
+def _probe_vllm(
+    r: ServerProbeResult,
+    http: HttpClient,
+    texts: Sequence[str],
+    max_new_tokens: int,
+    concurrency: int,
+    model: str | None,
+) -> None:
     _, models = http.get_json("/v1/models")
     data = models.get("data") if isinstance(models, dict) else None
-    if not isinstance(data, list) or not data or not all(isinstance(m, dict) and isinstance(m.get("id"), str)
-                                                         for m in data):
-        raise ServerFault("SERVER_BAD_RESPONSE", "GET /v1/models: no model list ({'data': [{'id': ...}]})",
-                          {"request": "GET /v1/models"})
+    if (
+        not isinstance(data, list)
+        or not data
+        or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in data)
+    ):
+        raise ServerFault(
+            "SERVER_BAD_RESPONSE",
+            "GET /v1/models: no model list ({'data': [{'id': ...}]})",
+            {"request": "GET /v1/models"},
+        )
     ids = [m["id"] for m in data]
     served = model or ids[0]
     if model is not None and model not in ids:
-        raise ServerFault("SERVER_BAD_RESPONSE", f"GET /v1/models: model {model!r} is not served (serves {ids})",
-                          {"request": "GET /v1/models", "served": ids})
+        raise ServerFault(
+            "SERVER_BAD_RESPONSE",
+            f"GET /v1/models: model {model!r} is not served (serves {ids})",
+            {"request": "GET /v1/models", "served": ids},
+        )
     entry = data[ids.index(served)]
     r.target = str(entry.get("root") or served)
     r.server["model"] = served
@@ -679,11 +826,14 @@ def _probe_vllm(r: ServerProbeResult, http: HttpClient, texts: Sequence[str], ma
     before, _ = _scrape_vllm(http)
     if before is None:
         r.server["launch"] = launch
-        r.add("NO_SPEC_DECODING", Severity.ERROR,
-              "The server exposes no vllm:spec_decode_* counters on /metrics: it runs without speculative "
-              "decoding (or with stats logging disabled), so there is no acceptance to measure.",
-              fix="Start vLLM with --speculative-config '{\"method\": \"eagle3\", \"model\": DRAFTER, "
-                  "\"num_speculative_tokens\": K}' and without --disable-log-stats.")
+        r.add(
+            "NO_SPEC_DECODING",
+            Severity.ERROR,
+            "The server exposes no vllm:spec_decode_* counters on /metrics: it runs without speculative "
+            "decoding (or with stats logging disabled), so there is no acceptance to measure.",
+            fix='Start vLLM with --speculative-config \'{"method": "eagle3", "model": DRAFTER, '
+            '"num_speculative_tokens": K}\' and without --disable-log-stats.',
+        )
         return
     k = before.k
     if launch.get("num_speculative_tokens") is None:
@@ -691,69 +841,116 @@ def _probe_vllm(r: ServerProbeResult, http: HttpClient, texts: Sequence[str], ma
         launch["num_draft_tokens"] = k + 1 if k else None
         launch["source"] = launch.get("source") or "/metrics (per-position labels)"
     elif k and launch["num_speculative_tokens"] != k:
-        r.add("LAUNCH_SETTINGS_DISAGREE", Severity.WARNING,
-              f"/server_info says num_speculative_tokens = {launch['num_speculative_tokens']} but /metrics has "
-              f"per-position counters for {k} positions.", server_info=launch["num_speculative_tokens"],
-              metrics_positions=k)
+        r.add(
+            "LAUNCH_SETTINGS_DISAGREE",
+            Severity.WARNING,
+            f"/server_info says num_speculative_tokens = {launch['num_speculative_tokens']} but /metrics has "
+            f"per-position counters for {k} positions.",
+            server_info=launch["num_speculative_tokens"],
+            metrics_positions=k,
+        )
     r.server["launch"] = launch
     k = int(launch.get("num_speculative_tokens") or k)
 
     def one(text: str) -> dict[str, Any]:
-        body = {"model": served, "prompt": text, "max_tokens": max_new_tokens, "temperature": 0,
-                "ignore_eos": True}
+        body = {
+            "model": served,
+            "prompt": text,
+            "max_tokens": max_new_tokens,
+            "temperature": 0,
+            "ignore_eos": True,
+        }
         answer = http.post_json("/v1/completions", body)
         usage = answer.get("usage") if isinstance(answer, dict) else None
         if not isinstance(usage, dict):
-            raise ServerFault("SERVER_BAD_RESPONSE", "POST /v1/completions: no usage object in the answer",
-                              {"request": "POST /v1/completions"})
-        return {"completion_tokens": _nonneg_int(usage.get("completion_tokens"), "usage.completion_tokens"),
-                "prompt_tokens": _nonneg_int(usage.get("prompt_tokens", 0) or 0, "usage.prompt_tokens")}
+            raise ServerFault(
+                "SERVER_BAD_RESPONSE",
+                "POST /v1/completions: no usage object in the answer",
+                {"request": "POST /v1/completions"},
+            )
+        return {
+            "completion_tokens": _nonneg_int(usage.get("completion_tokens"), "usage.completion_tokens"),
+            "prompt_tokens": _nonneg_int(usage.get("prompt_tokens", 0) or 0, "usage.prompt_tokens"),
+        }
 
     t0 = time.perf_counter()
     answers = _run_requests(texts, one, concurrency)
     seconds = time.perf_counter() - t0
     after, _ = _scrape_vllm(http)
     completion = sum(a["completion_tokens"] for a in answers)
-    r.server["requests"] = {"count": len(answers), "completion_tokens": completion,
-                            "prompt_tokens": sum(a["prompt_tokens"] for a in answers), "seconds": seconds}
+    r.server["requests"] = {
+        "count": len(answers),
+        "completion_tokens": completion,
+        "prompt_tokens": sum(a["prompt_tokens"] for a in answers),
+        "seconds": seconds,
+    }
     if after is None:
-        r.add("COUNTERS_WENT_BACKWARDS", Severity.ERROR,
-              "The vllm:spec_decode_* counters disappeared from /metrics during the probe: the server restarted "
-              "(without speculative decoding?) mid-run.", fix="Re-run the probe once the server is stable.")
+        r.add(
+            "COUNTERS_WENT_BACKWARDS",
+            Severity.ERROR,
+            "The vllm:spec_decode_* counters disappeared from /metrics during the probe: the server restarted "
+            "(without speculative decoding?) mid-run.",
+            fix="Re-run the probe once the server is stable.",
+        )
         return
     delta, reasons = counter_delta(before, after)
-    r.server["counters"] = {"before": before.to_dict(), "after": after.to_dict(), "delta": delta,
-                            "convention": SERVER_CONVENTIONS["server.vllm.counters"]}
+    r.server["counters"] = {
+        "before": before.to_dict(),
+        "after": after.to_dict(),
+        "delta": delta,
+        "convention": SERVER_CONVENTIONS["server.vllm.counters"],
+    }
     if delta is None:
-        r.add("COUNTERS_WENT_BACKWARDS", Severity.ERROR,
-              "A cumulative counter went backwards during the probe (" + "; ".join(reasons) + "): the server "
-              "restarted mid-run, so the deltas mean nothing.", fix="Re-run the probe once the server is stable.",
-              reasons=reasons)
+        r.add(
+            "COUNTERS_WENT_BACKWARDS",
+            Severity.ERROR,
+            "A cumulative counter went backwards during the probe (" + "; ".join(reasons) + "): the server "
+            "restarted mid-run, so the deltas mean nothing.",
+            fix="Re-run the probe once the server is stable.",
+            reasons=reasons,
+        )
         return
     per_pos = [int(x or 0) for x in delta["num_accepted_tokens_per_pos"]]
     if k and len(per_pos) < k:
         per_pos += [0] * (k - len(per_pos))
     r.k = k or len(per_pos)
-    r.live = LiveRun(r.k, num_drafts=int(delta["num_drafts"]), drafted=int(delta["num_draft_tokens"]),
-                     accepted=int(delta["num_accepted_tokens"]), per_pos=per_pos[: r.k] or [0] * r.k,
-                     new_tokens=completion, seconds=seconds)
+    r.live = LiveRun(
+        r.k,
+        num_drafts=int(delta["num_drafts"]),
+        drafted=int(delta["num_draft_tokens"]),
+        accepted=int(delta["num_accepted_tokens"]),
+        per_pos=per_pos[: r.k] or [0] * r.k,
+        new_tokens=completion,
+        seconds=seconds,
+    )
     r.per_position_available = bool(per_pos)
     r.measured = True
     _check_vllm_consistency(r, delta, len(answers), completion)
 
 
 def _vllm_launch(http: HttpClient, r: ServerProbeResult) -> dict[str, Any]:
-    launch: dict[str, Any] = {"method": None, "num_speculative_tokens": None, "topk": 1, "num_draft_tokens": None,
-                              "shape": "chain", "draft_model": None, "target_model": r.target, "source": None,
-                              "convention": SERVER_CONVENTIONS["server.launch.num_speculative_tokens"]}
+    launch: dict[str, Any] = {
+        "method": None,
+        "num_speculative_tokens": None,
+        "topk": 1,
+        "num_draft_tokens": None,
+        "shape": "chain",
+        "draft_model": None,
+        "target_model": r.target,
+        "source": None,
+        "convention": SERVER_CONVENTIONS["server.launch.num_speculative_tokens"],
+    }
     status, info = http.get_json("/server_info?config_format=json", allow=(404, 405))
     cfg = info.get("vllm_config") if isinstance(info, dict) else None
     spec = cfg.get("speculative_config") if isinstance(cfg, dict) else None
     if status >= 400 or not isinstance(cfg, dict):
-        r.add("LAUNCH_SETTINGS_UNKNOWN", Severity.INFO,
-              "vLLM does not serve /server_info (it does only with VLLM_SERVER_DEV_MODE=1): the speculative method "
-              "and drafter path are unknown; K is read from the per-position counters.",
-              fix="Start the server with VLLM_SERVER_DEV_MODE=1 (trusted networks only), or pass --drafter.")
+        r.add(
+            "LAUNCH_SETTINGS_UNKNOWN",
+            Severity.INFO,
+            "vLLM does not serve /server_info (it does only with VLLM_SERVER_DEV_MODE=1): the speculative method "
+            "and drafter path are unknown; K is read from the per-position counters.",
+            fix="Start the server with VLLM_SERVER_DEV_MODE=1 (trusted networks only), or pass --drafter.",
+        )
         return launch
     launch["source"] = "/server_info"
     model_cfg = cfg.get("model_config")
@@ -764,9 +961,13 @@ def _vllm_launch(http: HttpClient, r: ServerProbeResult) -> dict[str, Any]:
         return launch
     method = spec.get("method")
     k = spec.get("num_speculative_tokens")
-    launch.update({"method": method if isinstance(method, str) else None,
-                   "num_speculative_tokens": k if isinstance(k, int) and not isinstance(k, bool) else None,
-                   "draft_model": spec.get("model") if isinstance(spec.get("model"), str) else None})
+    launch.update(
+        {
+            "method": method if isinstance(method, str) else None,
+            "num_speculative_tokens": k if isinstance(k, int) and not isinstance(k, bool) else None,
+            "draft_model": spec.get("model") if isinstance(spec.get("model"), str) else None,
+        }
+    )
     if launch["num_speculative_tokens"] is not None:
         launch["num_draft_tokens"] = launch["num_speculative_tokens"] + 1
     tree = spec.get("speculative_token_tree")
@@ -785,10 +986,13 @@ def _is_chain(tree: str) -> bool:
     except (ValueError, SyntaxError, RecursionError, MemoryError):
         return False
     return isinstance(nodes, (list, tuple)) and all(
-        isinstance(n, (list, tuple)) and all(c == 0 for c in n) for n in nodes)
+        isinstance(n, (list, tuple)) and all(c == 0 for c in n) for n in nodes
+    )
 
 
-def _check_vllm_consistency(r: ServerProbeResult, delta: dict[str, Any], requests: int, completion: int) -> None:
+def _check_vllm_consistency(
+    r: ServerProbeResult, delta: dict[str, Any], requests: int, completion: int
+) -> None:
     k, live = r.k, r.live
     checks: list[dict[str, Any]] = []
 
@@ -796,30 +1000,53 @@ def _check_vllm_consistency(r: ServerProbeResult, delta: dict[str, Any], request
         checks.append({"check": name, "ok": ok, "detail": detail})
 
     if live.num_drafts == 0:
-        r.add("NO_DRAFTS", Severity.WARNING,
-              f"No verify step carried drafts during the probe ({requests} requests, {completion} tokens): "
-              "nothing to measure (max_new_tokens too small?).")
-    check("draft tokens = K × drafts (chain)", live.drafted == k * live.num_drafts,
-          f"{live.drafted} vs {k} × {live.num_drafts}")
-    check("Σ accepted per position = accepted", sum(live.per_pos) == live.accepted,
-          f"{sum(live.per_pos)} vs {live.accepted}")
-    check("accepted per position never increases", all(a >= b for a, b in zip(live.per_pos, live.per_pos[1:], strict=False)),
-          str(live.per_pos))
+        r.add(
+            "NO_DRAFTS",
+            Severity.WARNING,
+            f"No verify step carried drafts during the probe ({requests} requests, {completion} tokens): "
+            "nothing to measure (max_new_tokens too small?).",
+        )
+    check(
+        "draft tokens = K × drafts (chain)",
+        live.drafted == k * live.num_drafts,
+        f"{live.drafted} vs {k} × {live.num_drafts}",
+    )
+    check(
+        "Σ accepted per position = accepted",
+        sum(live.per_pos) == live.accepted,
+        f"{sum(live.per_pos)} vs {live.accepted}",
+    )
+    check(
+        "accepted per position never increases",
+        all(a >= b for a, b in zip(live.per_pos, live.per_pos[1:], strict=False)),
+        str(live.per_pos),
+    )
     check("accepted ≤ draft tokens", live.accepted <= live.drafted, f"{live.accepted} ≤ {live.drafted}")
     committed = requests + live.num_drafts + live.accepted  # prefill token + one bonus per verify + accepted
-    check("tokens generated ≤ requests + drafts + accepted ≤ tokens + requests × K",
-          completion <= committed <= completion + requests * k,
-          f"{completion} ≤ {committed} ≤ {completion + requests * k}")
+    check(
+        "tokens generated ≤ requests + drafts + accepted ≤ tokens + requests × K",
+        completion <= committed <= completion + requests * k,
+        f"{completion} ≤ {committed} ≤ {completion + requests * k}",
+    )
     gen = delta.get("generation_tokens")
     if gen is not None:
-        check("vllm:generation_tokens delta = Σ usage.completion_tokens", gen == completion, f"{gen} vs {completion}")
+        check(
+            "vllm:generation_tokens delta = Σ usage.completion_tokens",
+            gen == completion,
+            f"{gen} vs {completion}",
+        )
     r.server["consistency"] = checks
     bad = [c for c in checks if not c["ok"]]
     if bad:
-        r.add("COUNTERS_INCONSISTENT", Severity.WARNING,
-              "The counters do not add up: " + "; ".join(f"{c['check']} ({c['detail']})" for c in bad)
-              + ". Other traffic on the server during the probe, or a counter bug, would explain it.",
-              fix="Probe a server nobody else is using, or subtract the other traffic.", failed=bad)
+        r.add(
+            "COUNTERS_INCONSISTENT",
+            Severity.WARNING,
+            "The counters do not add up: "
+            + "; ".join(f"{c['check']} ({c['detail']})" for c in bad)
+            + ". Other traffic on the server during the probe, or a counter bug, would explain it.",
+            fix="Probe a server nobody else is using, or subtract the other traffic.",
+            failed=bad,
+        )
 
 
 # -- SGLang -----------------------------------------------------------------------------------
@@ -830,7 +1057,9 @@ def _sglang_info(http: HttpClient) -> tuple[dict[str, Any] | None, str | None]:
         status, info = http.get_json(path, allow=(404, 405))
         if status < 400:
             if not isinstance(info, dict):
-                raise ServerFault("SERVER_BAD_RESPONSE", f"GET {path}: not a JSON object", {"request": f"GET {path}"})
+                raise ServerFault(
+                    "SERVER_BAD_RESPONSE", f"GET {path}: not a JSON object", {"request": f"GET {path}"}
+                )
             return info, path
     return None, None
 
@@ -844,9 +1073,13 @@ def _avg_accept_length(info: dict[str, Any] | None) -> list[float] | None:
     states = info.get("internal_states") if isinstance(info, dict) else None
     if not isinstance(states, list):
         return None
-    vals = [float(s["avg_spec_accept_length"]) for s in states
-            if isinstance(s, dict) and isinstance(s.get("avg_spec_accept_length"), (int, float))
-            and not isinstance(s.get("avg_spec_accept_length"), bool)]
+    vals = [
+        float(s["avg_spec_accept_length"])
+        for s in states
+        if isinstance(s, dict)
+        and isinstance(s.get("avg_spec_accept_length"), (int, float))
+        and not isinstance(s.get("avg_spec_accept_length"), bool)
+    ]
     return vals or None
 
 
@@ -860,14 +1093,24 @@ def _sglang_gauges(http: HttpClient) -> dict[str, Any] | None:
         samples = parse_metrics(text)
     except ServerFault as fault:
         return {"error": str(fault)}
-    return {"spec_accept_length": _sum(samples, "sglang:spec_accept_length"),
-            "spec_accept_rate": _sum(samples, "sglang:spec_accept_rate")}
+    return {
+        "spec_accept_length": _sum(samples, "sglang:spec_accept_length"),
+        "spec_accept_rate": _sum(samples, "sglang:spec_accept_rate"),
+    }
 
 
 def _sglang_launch(args: dict[str, Any] | None, path: str | None) -> dict[str, Any]:
-    launch: dict[str, Any] = {"method": None, "num_speculative_tokens": None, "topk": None, "num_draft_tokens": None,
-                              "shape": None, "draft_model": None, "target_model": None, "source": path,
-                              "convention": SERVER_CONVENTIONS["server.launch.num_speculative_tokens"]}
+    launch: dict[str, Any] = {
+        "method": None,
+        "num_speculative_tokens": None,
+        "topk": None,
+        "num_draft_tokens": None,
+        "shape": None,
+        "draft_model": None,
+        "target_model": None,
+        "source": path,
+        "convention": SERVER_CONVENTIONS["server.launch.num_speculative_tokens"],
+    }
     if args is None:
         return launch
 
@@ -876,49 +1119,76 @@ def _sglang_launch(args: dict[str, Any] | None, path: str | None) -> dict[str, A
         return v if isinstance(v, int) and not isinstance(v, bool) else None
 
     algo = args.get("speculative_algorithm")
-    steps, topk, ndt = int_arg("speculative_num_steps"), int_arg("speculative_eagle_topk"), \
-        int_arg("speculative_num_draft_tokens")
-    launch.update({"method": algo.lower() if isinstance(algo, str) else None, "num_speculative_tokens": steps,
-                   "topk": topk, "num_draft_tokens": ndt,
-                   "shape": None if topk is None else ("chain" if topk == 1 else "tree"),
-                   "draft_model": args.get("speculative_draft_model_path"),
-                   "target_model": args.get("model_path"),
-                   "sglang": {"speculative_num_steps": steps, "speculative_eagle_topk": topk,
-                              "speculative_num_draft_tokens": ndt}})
+    steps, topk, ndt = (
+        int_arg("speculative_num_steps"),
+        int_arg("speculative_eagle_topk"),
+        int_arg("speculative_num_draft_tokens"),
+    )
+    launch.update(
+        {
+            "method": algo.lower() if isinstance(algo, str) else None,
+            "num_speculative_tokens": steps,
+            "topk": topk,
+            "num_draft_tokens": ndt,
+            "shape": None if topk is None else ("chain" if topk == 1 else "tree"),
+            "draft_model": args.get("speculative_draft_model_path"),
+            "target_model": args.get("model_path"),
+            "sglang": {
+                "speculative_num_steps": steps,
+                "speculative_eagle_topk": topk,
+                "speculative_num_draft_tokens": ndt,
+            },
+        }
+    )
     return launch
 
 
-def _probe_sglang(r: ServerProbeResult, http: HttpClient, texts: Sequence[str], max_new_tokens: int,
-                  concurrency: int) -> None:
+def _probe_sglang(
+    r: ServerProbeResult, http: HttpClient, texts: Sequence[str], max_new_tokens: int, concurrency: int
+) -> None:
     info, path = _sglang_info(http)
     args = _server_args(info) if info is not None else None
     launch = _sglang_launch(args, path)
     r.server["launch"] = launch
     if args is None:
-        r.add("LAUNCH_SETTINGS_UNKNOWN", Severity.INFO,
-              "The server answers neither /get_server_info nor /server_info: launch settings unknown.")
+        r.add(
+            "LAUNCH_SETTINGS_UNKNOWN",
+            Severity.INFO,
+            "The server answers neither /get_server_info nor /server_info: launch settings unknown.",
+        )
     else:
         r.target = str(launch.get("target_model") or "")
         if isinstance(args.get("dtype"), str):
             r.dtype = args["dtype"]
         if launch["method"] is None:
-            r.add("NO_SPEC_DECODING", Severity.ERROR,
-                  "server_args.speculative_algorithm is null: the server runs without speculative decoding.",
-                  fix="Start SGLang with --speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFTER "
-                      "--speculative-num-steps K --speculative-eagle-topk 1 --speculative-num-draft-tokens K+1.")
+            r.add(
+                "NO_SPEC_DECODING",
+                Severity.ERROR,
+                "server_args.speculative_algorithm is null: the server runs without speculative decoding.",
+                fix="Start SGLang with --speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFTER "
+                "--speculative-num-steps K --speculative-eagle-topk 1 --speculative-num-draft-tokens K+1.",
+            )
             return
-        if launch["shape"] == "chain" and None not in (launch["num_speculative_tokens"], launch["num_draft_tokens"]) \
-                and launch["num_draft_tokens"] != launch["num_speculative_tokens"] + 1:
-            r.add("LAUNCH_SETTINGS_DISAGREE", Severity.WARNING,
-                  f"topk 1 (a chain) with num_steps {launch['num_speculative_tokens']} should verify "
-                  f"num_steps + 1 = {launch['num_speculative_tokens'] + 1} tokens, but num_draft_tokens is "
-                  f"{launch['num_draft_tokens']}.")
+        if (
+            launch["shape"] == "chain"
+            and None not in (launch["num_speculative_tokens"], launch["num_draft_tokens"])
+            and launch["num_draft_tokens"] != launch["num_speculative_tokens"] + 1
+        ):
+            r.add(
+                "LAUNCH_SETTINGS_DISAGREE",
+                Severity.WARNING,
+                f"topk 1 (a chain) with num_steps {launch['num_speculative_tokens']} should verify "
+                f"num_steps + 1 = {launch['num_speculative_tokens'] + 1} tokens, but num_draft_tokens is "
+                f"{launch['num_draft_tokens']}.",
+            )
     gauges_before = _sglang_gauges(http) if args is None or args.get("enable_metrics") else None
     avg_before = _avg_accept_length(info)
 
     def one(text: str) -> SglangRequest:
-        body = {"text": text, "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens,
-                                                  "ignore_eos": True}}
+        body = {
+            "text": text,
+            "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens, "ignore_eos": True},
+        }
         answer = http.post_json("/generate", body)
         if isinstance(answer, list) and len(answer) == 1:
             answer = answer[0]
@@ -932,24 +1202,32 @@ def _probe_sglang(r: ServerProbeResult, http: HttpClient, texts: Sequence[str], 
     _sglang_aggregate(r, reqs, seconds, launch)
     r.server["engine_reported"] = {
         **r.server.get("engine_reported", {}),
-        "avg_spec_accept_length": {"before": avg_before, "after": _avg_accept_length(info_after),
-                                   "convention": SERVER_CONVENTIONS["server.sglang.avg_spec_accept_length"]},
-        "metrics_gauges": None if gauges_after is None else {
-            **gauges_after, "convention": SERVER_CONVENTIONS["server.sglang.metrics_gauges"]},
+        "avg_spec_accept_length": {
+            "before": avg_before,
+            "after": _avg_accept_length(info_after),
+            "convention": SERVER_CONVENTIONS["server.sglang.avg_spec_accept_length"],
+        },
+        "metrics_gauges": None
+        if gauges_after is None
+        else {**gauges_after, "convention": SERVER_CONVENTIONS["server.sglang.metrics_gauges"]},
     }
 
 
-def _sglang_aggregate(r: ServerProbeResult, reqs: Sequence[SglangRequest], seconds: float,
-                      launch: dict[str, Any]) -> None:
+def _sglang_aggregate(
+    r: ServerProbeResult, reqs: Sequence[SglangRequest], seconds: float, launch: dict[str, Any]
+) -> None:
     completion = sum(q.completion_tokens for q in reqs)
     verify = sum(q.verify for q in reqs)
     r.server["requests"] = {"count": len(reqs), "completion_tokens": completion, "seconds": seconds}
     spec = [q for q in reqs if q.verify > 0]
     if not spec:
-        r.add("NO_SPEC_DECODING", Severity.ERROR,
-              f"None of the {len(reqs)} answers carries spec_verify_ct > 0: the server ran no verify step "
-              "(no speculative decoding, or max_new_tokens too small).",
-              fix="Check the launch flags (--speculative-algorithm EAGLE3 ...) and --max-new-tokens.")
+        r.add(
+            "NO_SPEC_DECODING",
+            Severity.ERROR,
+            f"None of the {len(reqs)} answers carries spec_verify_ct > 0: the server ran no verify step "
+            "(no speculative decoding, or max_new_tokens too small).",
+            fix="Check the launch flags (--speculative-algorithm EAGLE3 ...) and --max-new-tokens.",
+        )
         return
     fields = sorted({q.accepted_field for q in spec if q.accepted_field})
     k = launch.get("num_speculative_tokens")
@@ -961,13 +1239,19 @@ def _sglang_aggregate(r: ServerProbeResult, reqs: Sequence[SglangRequest], secon
             k = round(sum(q.proposed or 0 for q in spec) / verify)
         launch["num_speculative_tokens"] = k or None
     if not k:
-        r.add("LAUNCH_SETTINGS_UNKNOWN", Severity.WARNING,
-              "K (draft tokens per verify) is neither in server_args nor derivable from the answers: per-position "
-              "figures are unavailable.")
+        r.add(
+            "LAUNCH_SETTINGS_UNKNOWN",
+            Severity.WARNING,
+            "K (draft tokens per verify) is neither in server_args nor derivable from the answers: per-position "
+            "figures are unavailable.",
+        )
     derived = [q for q in spec if q.accepted is None]
-    accepted = sum(q.accepted if q.accepted is not None else max(0, q.completion_tokens - q.verify - 1) for q in spec)
-    proposed = (sum(q.proposed or 0 for q in spec) if all(q.proposed is not None for q in spec)
-                else verify * (k or 0))
+    accepted = sum(
+        q.accepted if q.accepted is not None else max(0, q.completion_tokens - q.verify - 1) for q in spec
+    )
+    proposed = (
+        sum(q.proposed or 0 for q in spec) if all(q.proposed is not None for q in spec) else verify * (k or 0)
+    )
     per_pos: list[int] | None = None
     source = None
     if k and all(q.histogram for q in spec):
@@ -975,7 +1259,7 @@ def _sglang_aggregate(r: ServerProbeResult, reqs: Sequence[SglangRequest], secon
         for q in spec:
             h = q.histogram or []
             for i in range(k):
-                counts[i] += sum(h[i + 1:])
+                counts[i] += sum(h[i + 1 :])
         per_pos, source = counts, "histogram"
     elif k and all(q.by_position is not None and q.by_position_kind == "counts" for q in spec):
         per_pos = [round(sum(_at(q.by_position, i) for q in spec)) for i in range(k)]
@@ -984,29 +1268,48 @@ def _sglang_aggregate(r: ServerProbeResult, reqs: Sequence[SglangRequest], secon
         per_pos = [round(sum(_at(q.by_position, i) * q.verify for q in spec)) for i in range(k)]
         source = "spec_accept_rate_by_position × spec_verify_ct"
     r.k = int(k or 0)
-    r.live = LiveRun(r.k, num_drafts=verify, drafted=int(proposed), accepted=int(accepted),
-                     per_pos=per_pos if per_pos is not None else [0] * r.k, new_tokens=completion, seconds=seconds)
+    r.live = LiveRun(
+        r.k,
+        num_drafts=verify,
+        drafted=int(proposed),
+        accepted=int(accepted),
+        per_pos=per_pos if per_pos is not None else [0] * r.k,
+        new_tokens=completion,
+        seconds=seconds,
+    )
     r.per_position_available = per_pos is not None
     r.measured = True
     present = {n for q in spec for n in q.names_present}
     generations = sorted({SGLANG_GENERATION[n] for n in present if n in SGLANG_GENERATION})
     r.server["engine_reported"] = {
-        "acceptance_length": {"value": completion / verify,
-                              "convention": SERVER_CONVENTIONS["server.sglang.acceptance_length"]},
-        "accepted": {"value": accepted, "fields": fields, "field_generations": generations,
-                     "fields_present": sorted(present),
-                     "derived_for_requests": len(derived),
-                     "convention": SERVER_CONVENTIONS["server.sglang.accepted"]},
-        "proposed": {"value": int(proposed), "convention": "Σ proposed drafts (spec_num_proposed_drafts / "
-                     "spec_proposed_drafts / spec_draft_token_num), else spec_verify_ct × K"},
+        "acceptance_length": {
+            "value": completion / verify,
+            "convention": SERVER_CONVENTIONS["server.sglang.acceptance_length"],
+        },
+        "accepted": {
+            "value": accepted,
+            "fields": fields,
+            "field_generations": generations,
+            "fields_present": sorted(present),
+            "derived_for_requests": len(derived),
+            "convention": SERVER_CONVENTIONS["server.sglang.accepted"],
+        },
+        "proposed": {
+            "value": int(proposed),
+            "convention": "Σ proposed drafts (spec_num_proposed_drafts / "
+            "spec_proposed_drafts / spec_draft_token_num), else spec_verify_ct × K",
+        },
         "spec_verify_ct": {"value": verify, "convention": "Σ verify forwards (= vLLM num_drafts)"},
         "per_position_source": source,
         "per_position": {"convention": SERVER_CONVENTIONS["server.sglang.per_position"]},
     }
     if launch.get("shape") == "tree":
-        r.add("LAUNCH_TREE_DRAFTING", Severity.WARNING,
-              f"The server drafts a tree (topk {launch.get('topk')}, {launch.get('num_draft_tokens')} draft tokens): "
-              "the acceptance rate counts tree nodes and is not comparable with a chain's; acceptance length is.")
+        r.add(
+            "LAUNCH_TREE_DRAFTING",
+            Severity.WARNING,
+            f"The server drafts a tree (topk {launch.get('topk')}, {launch.get('num_draft_tokens')} draft tokens): "
+            "the acceptance rate counts tree nodes and is not comparable with a chain's; acceptance length is.",
+        )
     _check_sglang_consistency(r, spec, k or 0)
 
 
@@ -1029,23 +1332,36 @@ def _check_sglang_consistency(r: ServerProbeResult, spec: Sequence[SglangRequest
         bad_w = [q for q in with_acc if sum(i * h for i, h in enumerate(q.histogram or [])) != q.accepted]
         check("Σ i·hist[i] = accepted drafts (per request)", not bad_w, f"{len(bad_w)} request(s) differ")
     if r.per_position_available:
-        check("Σ accepted per position = accepted", sum(live.per_pos) == live.accepted,
-              f"{sum(live.per_pos)} vs {live.accepted}")
+        check(
+            "Σ accepted per position = accepted",
+            sum(live.per_pos) == live.accepted,
+            f"{sum(live.per_pos)} vs {live.accepted}",
+        )
     check("accepted ≤ proposed", live.accepted <= live.drafted, f"{live.accepted} ≤ {live.drafted}")
     if k and r.server.get("launch", {}).get("shape") != "tree":
-        check("proposed = K × spec_verify_ct (chain)", live.drafted == k * live.num_drafts,
-              f"{live.drafted} vs {k} × {live.num_drafts}")
+        check(
+            "proposed = K × spec_verify_ct (chain)",
+            live.drafted == k * live.num_drafts,
+            f"{live.drafted} vs {k} × {live.num_drafts}",
+        )
     committed = len(spec) + live.num_drafts + live.accepted
     completion = sum(q.completion_tokens for q in spec)
-    check("completion ≤ requests + verify + accepted ≤ completion + requests × K",
-          completion <= committed <= completion + len(spec) * max(k, 1),
-          f"{completion} ≤ {committed} ≤ {completion + len(spec) * max(k, 1)}")
+    check(
+        "completion ≤ requests + verify + accepted ≤ completion + requests × K",
+        completion <= committed <= completion + len(spec) * max(k, 1),
+        f"{completion} ≤ {committed} ≤ {completion + len(spec) * max(k, 1)}",
+    )
     r.server["consistency"] = checks
     bad = [c for c in checks if not c["ok"]]
     if bad:
-        r.add("COUNTERS_INCONSISTENT", Severity.WARNING,
-              "The meta_info fields do not add up: " + "; ".join(f"{c['check']} ({c['detail']})" for c in bad) + ".",
-              failed=bad)
+        r.add(
+            "COUNTERS_INCONSISTENT",
+            Severity.WARNING,
+            "The meta_info fields do not add up: "
+            + "; ".join(f"{c['check']} ({c['detail']})" for c in bad)
+            + ".",
+            failed=bad,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1055,23 +1371,35 @@ def _check_sglang_consistency(r: ServerProbeResult, spec: Sequence[SglangRequest
 
 def _check_drafter(r: ServerProbeResult, drafter: str | Path | None, target: str | Path | None) -> None:
     launch = r.server["launch"]
-    path = Path(drafter) if drafter is not None else (Path(launch["draft_model"]) if launch.get("draft_model") else None)
+    path = (
+        Path(drafter)
+        if drafter is not None
+        else (Path(launch["draft_model"]) if launch.get("draft_model") else None)
+    )
     tpath = Path(target) if target is not None else (Path(r.target) if r.target else None)
     if tpath is not None and not (tpath / "config.json").is_file():
         tpath = None
     method = launch.get("method")
     if method is not None and method.lower() not in ("eagle3",):
-        r.add("LAUNCH_NOT_EAGLE3", Severity.WARNING,
-              f"The server's speculative method is {method!r}, not eagle3: the EAGLE-3 checks below do not apply "
-              "and a reference probe of an EAGLE-3 drafter is not comparable.", method=method)
+        r.add(
+            "LAUNCH_NOT_EAGLE3",
+            Severity.WARNING,
+            f"The server's speculative method is {method!r}, not eagle3: the EAGLE-3 checks below do not apply "
+            "and a reference probe of an EAGLE-3 drafter is not comparable.",
+            method=method,
+        )
         return
     if path is None:
         return
     r.drafter = str(path)
     if not (path / "config.json").is_file():
-        r.add("DRAFTER_NOT_READABLE", Severity.INFO,
-              f"The drafter {str(path)!r} is not readable here: aux layers and load rules were not checked.",
-              fix="Pass --drafter DIR (a local copy of the drafter the server loaded).", path=str(path))
+        r.add(
+            "DRAFTER_NOT_READABLE",
+            Severity.INFO,
+            f"The drafter {str(path)!r} is not readable here: aux layers and load rules were not checked.",
+            fix="Pass --drafter DIR (a local copy of the drafter the server loaded).",
+            path=str(path),
+        )
         return
     from .checkpoint import open_checkpoint
     from .checks import Context
@@ -1083,40 +1411,64 @@ def _check_drafter(r: ServerProbeResult, drafter: str | Path | None, target: str
     engine = r.server_engine
     try:
         ckpt = open_checkpoint(path)
-        ctx = Context(ckpt, [engine], open_target(tpath) if tpath is not None else None, explicit_engines=True)
+        ctx = Context(
+            ckpt, [engine], open_target(tpath) if tpath is not None else None, explicit_engines=True
+        )
         trained, trained_field = trained_ids(ctx)
         read, read_field = engine_ids(ENGINES[engine], ctx)
     except UnusableInputError as exc:
-        r.add("DRAFTER_NOT_READABLE", Severity.INFO, f"The drafter {str(path)!r} cannot be read: {exc}",
-              path=str(path))
+        r.add(
+            "DRAFTER_NOT_READABLE",
+            Severity.INFO,
+            f"The drafter {str(path)!r} cannot be read: {exc}",
+            path=str(path),
+        )
         return
     n = ctx.target_layers
     rules = ENGINES[engine]
     default = rules.aux_default(n) if n is not None else None
     trained_eff = trained if trained is not None else default
     read_eff = read if read is not None else default
-    aux = {"drafter_config_hf": trained_eff, "drafter_field": trained_field,
-           "engine_reads_hf": read_eff, "engine_field": read_field or f"default {rules.aux_default_text()}",
-           "target_layers": n, "agrees": None if trained_eff is None or read_eff is None else trained_eff == read_eff,
-           "convention": SERVER_CONVENTIONS["server.launch.aux_layer_ids"]}
+    aux = {
+        "drafter_config_hf": trained_eff,
+        "drafter_field": trained_field,
+        "engine_reads_hf": read_eff,
+        "engine_field": read_field or f"default {rules.aux_default_text()}",
+        "target_layers": n,
+        "agrees": None if trained_eff is None or read_eff is None else trained_eff == read_eff,
+        "convention": SERVER_CONVENTIONS["server.launch.aux_layer_ids"],
+    }
     launch["aux_layers"] = aux
     d = diagnose(path, target=tpath, engines=[engine])
-    errors = sorted({f.code for f in d.findings if f.severity is Severity.ERROR and f.engine in (None, engine)})
-    launch["diagnose"] = {"verdict": d.verdict(engine), "errors": errors,
-                          "warnings": sorted({f.code for f in d.findings if f.severity is Severity.WARNING
-                                              and f.engine in (None, engine)})}
+    errors = sorted(
+        {f.code for f in d.findings if f.severity is Severity.ERROR and f.engine in (None, engine)}
+    )
+    launch["diagnose"] = {
+        "verdict": d.verdict(engine),
+        "errors": errors,
+        "warnings": sorted(
+            {f.code for f in d.findings if f.severity is Severity.WARNING and f.engine in (None, engine)}
+        ),
+    }
     if aux["agrees"] is False:
-        r.add("AUX_LAYERS_DIFFER", Severity.ERROR,
-              f"{rules.display} reads the aux layers as HF {read_eff} ({aux['engine_field']}), but the drafter's "
-              f"config says it was trained on {trained_eff}: acceptance is expected to drop.",
-              fix="eagle3-forensics diagnose DRAFTER --engine " + engine + " (AUX_LAYER_IDS_*) has the fix.",
-              trained=trained_eff, engine_reads=read_eff)
+        r.add(
+            "AUX_LAYERS_DIFFER",
+            Severity.ERROR,
+            f"{rules.display} reads the aux layers as HF {read_eff} ({aux['engine_field']}), but the drafter's "
+            f"config says it was trained on {trained_eff}: acceptance is expected to drop.",
+            fix="eagle3-forensics diagnose DRAFTER --engine " + engine + " (AUX_LAYER_IDS_*) has the fix.",
+            trained=trained_eff,
+            engine_reads=read_eff,
+        )
     if errors:
-        r.add("DRAFTER_DIAGNOSED_BROKEN", Severity.WARNING,
-              f"diagnose --engine {engine} finds {', '.join(errors)} in the drafter this server serves: a low "
-              "acceptance (or an engine crash) is what the static checks predict.",
-              fix=f"eagle3-forensics repair DRAFTER --engine {engine} --out FIXED, then restart the server on FIXED.",
-              errors=errors)
+        r.add(
+            "DRAFTER_DIAGNOSED_BROKEN",
+            Severity.WARNING,
+            f"diagnose --engine {engine} finds {', '.join(errors)} in the drafter this server serves: a low "
+            "acceptance (or an engine crash) is what the static checks predict.",
+            fix=f"eagle3-forensics repair DRAFTER --engine {engine} --out FIXED, then restart the server on FIXED.",
+            errors=errors,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1137,19 +1489,30 @@ def load_reference(ref: str | Path | dict[str, Any] | ProbeResult) -> dict[str, 
         except FileNotFoundError:
             raise UnusableInputError(f"--compare-with file not found: {p}", path=str(p)) from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UnusableInputError(f"--compare-with {p}: not a JSON probe result ({exc})", path=str(p)) from None
+            raise UnusableInputError(
+                f"--compare-with {p}: not a JSON probe result ({exc})", path=str(p)
+            ) from None
     pp = data.get("per_position") if isinstance(data, dict) else None
-    ok = (isinstance(data, dict) and isinstance(data.get("k"), int)
-          and isinstance(data.get("acceptance_length"), (int, float))
-          and isinstance(pp, dict) and isinstance(pp.get("cumulative"), list))
+    ok = (
+        isinstance(data, dict)
+        and isinstance(data.get("k"), int)
+        and isinstance(data.get("acceptance_length"), (int, float))
+        and isinstance(pp, dict)
+        and isinstance(pp.get("cumulative"), list)
+    )
     if not ok:
-        raise UnusableInputError("--compare-with: not a probe result (needs k, acceptance_length and "
-                                 "per_position.cumulative, as written by `eagle3-forensics probe --json`)")
+        raise UnusableInputError(
+            "--compare-with: not a probe result (needs k, acceptance_length and "
+            "per_position.cumulative, as written by `eagle3-forensics probe --json`)"
+        )
     return data
 
 
-def attach_comparison(r: ServerProbeResult, reference: str | Path | dict[str, Any] | ProbeResult,
-                      tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any] | None:
+def attach_comparison(
+    r: ServerProbeResult,
+    reference: str | Path | dict[str, Any] | ProbeResult,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> dict[str, Any] | None:
     """Compare ``r`` with an in-process probe of the same drafter: the engine gap per position.
 
     Sets ``r.compare`` and adds ENGINE_GAP (error, when the relative acceptance-length gap exceeds
@@ -1164,10 +1527,15 @@ def attach_comparison(r: ServerProbeResult, reference: str | Path | dict[str, An
         if ref.get(key) is not None and ref.get(key) != mine:
             differ[key] = {"server": mine, "reference": ref.get(key)}
     if differ:
-        r.add("COMPARE_SETTINGS_DIFFER", Severity.WARNING,
-              "The reference was measured with other settings: " + ", ".join(
-                  f"{k} {v['reference']} (server run: {v['server']})" for k, v in differ.items()) + ".",
-              fix="Probe in process with the same prompts file, --k and --max-new-tokens.", differ=differ)
+        r.add(
+            "COMPARE_SETTINGS_DIFFER",
+            Severity.WARNING,
+            "The reference was measured with other settings: "
+            + ", ".join(f"{k} {v['reference']} (server run: {v['server']})" for k, v in differ.items())
+            + ".",
+            fix="Probe in process with the same prompts file, --k and --max-new-tokens.",
+            differ=differ,
+        )
     al_s, al_r = r.acceptance_length, float(ref["acceptance_length"])
     rel = (al_s - al_r) / al_r if al_r else None
     rows = []
@@ -1180,18 +1548,35 @@ def attach_comparison(r: ServerProbeResult, reference: str | Path | dict[str, An
         r_cum = ref_cum[i] if i < len(ref_cum) else None
         s_cond = srv_cond[i] if i < len(srv_cond) else None
         r_cond = ref_cond[i] if i < len(ref_cond) else None
-        rows.append({"position": i, "server_cumulative": s_cum, "reference_cumulative": r_cum,
-                     "gap_cumulative": None if s_cum is None or r_cum is None else s_cum - r_cum,
-                     "server_conditional": s_cond, "reference_conditional": r_cond,
-                     "gap_conditional": None if s_cond is None or r_cond is None else s_cond - r_cond})
+        rows.append(
+            {
+                "position": i,
+                "server_cumulative": s_cum,
+                "reference_cumulative": r_cum,
+                "gap_cumulative": None if s_cum is None or r_cum is None else s_cum - r_cum,
+                "server_conditional": s_cond,
+                "reference_conditional": r_cond,
+                "gap_conditional": None if s_cond is None or r_cond is None else s_cond - r_cond,
+            }
+        )
     within = rel is not None and abs(rel) <= tolerance
     r.compare = {
-        "reference": {"drafter": ref.get("drafter"), "engine": ref.get("engine"), "device": ref.get("device"),
-                      "k": ref.get("k"), "prompts": ref.get("prompts"), "max_new_tokens": ref.get("max_new_tokens")},
+        "reference": {
+            "drafter": ref.get("drafter"),
+            "engine": ref.get("engine"),
+            "device": ref.get("device"),
+            "k": ref.get("k"),
+            "prompts": ref.get("prompts"),
+            "max_new_tokens": ref.get("max_new_tokens"),
+        },
         "acceptance_length": {"server": al_s, "reference": al_r, "gap": al_s - al_r, "relative_gap": rel},
-        "acceptance_rate": {"server": r.acceptance_rate, "reference": ref.get("acceptance_rate"),
-                            "gap": None if ref.get("acceptance_rate") is None
-                            else r.acceptance_rate - float(ref["acceptance_rate"])},
+        "acceptance_rate": {
+            "server": r.acceptance_rate,
+            "reference": ref.get("acceptance_rate"),
+            "gap": None
+            if ref.get("acceptance_rate") is None
+            else r.acceptance_rate - float(ref["acceptance_rate"]),
+        },
         "per_position": rows,
         "tolerance": tolerance,
         "within_tolerance": within,
@@ -1199,13 +1584,20 @@ def attach_comparison(r: ServerProbeResult, reference: str | Path | dict[str, An
         "convention": SERVER_CONVENTIONS["compare.gap"] + " " + CONVENTIONS["acceptance_length"],
     }
     if not within:
-        r.add("ENGINE_GAP", Severity.ERROR,
-              f"The server's acceptance length {al_s:.3f} differs from the reference's {al_r:.3f} "
-              f"({ref.get('engine')} view) by {al_s - al_r:+.3f}"
-              + (f" ({rel:+.1%})" if rel is not None else "") + f", beyond the {tolerance:.0%} tolerance.",
-              fix="Compare per position (compare.per_position): a gap from position 0 points at the drafter as "
-                  "loaded (keys, d2t, aux layers); a growing gap at later positions points at the draft recurrence "
-                  "or numerics.", acceptance_length=al_s, reference=al_r, relative_gap=rel)
+        r.add(
+            "ENGINE_GAP",
+            Severity.ERROR,
+            f"The server's acceptance length {al_s:.3f} differs from the reference's {al_r:.3f} "
+            f"({ref.get('engine')} view) by {al_s - al_r:+.3f}"
+            + (f" ({rel:+.1%})" if rel is not None else "")
+            + f", beyond the {tolerance:.0%} tolerance.",
+            fix="Compare per position (compare.per_position): a gap from position 0 points at the drafter as "
+            "loaded (keys, d2t, aux layers); a growing gap at later positions points at the draft recurrence "
+            "or numerics.",
+            acceptance_length=al_s,
+            reference=al_r,
+            relative_gap=rel,
+        )
     return r.compare
 
 
@@ -1225,11 +1617,21 @@ def server_vs_reference(
     server's K on the same prompts, and attach the comparison (notebook 04's server section)."""
     from .probe import probe
 
-    r = probe_server(url, engine, prompts, max_new_tokens=max_new_tokens, drafter=drafter, target=target,
-                     **server_kw)
+    r = probe_server(
+        url, engine, prompts, max_new_tokens=max_new_tokens, drafter=drafter, target=target, **server_kw
+    )
     if r.measured and r.k:
-        ref = probe(drafter, target, prompts, k=r.k, max_new_tokens=max_new_tokens, device=device, engine=engine,
-                    teacher_forced=False, sweep=False)
+        ref = probe(
+            drafter,
+            target,
+            prompts,
+            k=r.k,
+            max_new_tokens=max_new_tokens,
+            device=device,
+            engine=engine,
+            teacher_forced=False,
+            sweep=False,
+        )
         attach_comparison(r, ref, tolerance)
     return r
 
@@ -1245,18 +1647,24 @@ def _f(x: Any, nd: int = 3) -> str:
 
 def render_server_probe(r: ServerProbeResult) -> str:
     launch = r.server.get("launch") or {}
-    lines = [f"probe-server  {r.url}  (engine: {r.server_engine})",
-             f"model {r.server.get('model') or r.target or 'n/a'}  K={r.k or 'n/a'}  T=0  prompts={r.prompts}  "
-             f"max_new_tokens={r.max_new_tokens}  concurrency={r.server.get('concurrency')}"]
+    lines = [
+        f"probe-server  {r.url}  (engine: {r.server_engine})",
+        f"model {r.server.get('model') or r.target or 'n/a'}  K={r.k or 'n/a'}  T=0  prompts={r.prompts}  "
+        f"max_new_tokens={r.max_new_tokens}  concurrency={r.server.get('concurrency')}",
+    ]
     if launch:
-        lines.append(f"launch: method {launch.get('method') or 'n/a'}, K {launch.get('num_speculative_tokens') or 'n/a'}"
-                     f", topk {launch.get('topk') or 'n/a'}, draft tokens {launch.get('num_draft_tokens') or 'n/a'}, "
-                     f"{launch.get('shape') or 'shape n/a'}; drafter {launch.get('draft_model') or 'n/a'}"
-                     f" (from {launch.get('source') or 'n/a'})")
+        lines.append(
+            f"launch: method {launch.get('method') or 'n/a'}, K {launch.get('num_speculative_tokens') or 'n/a'}"
+            f", topk {launch.get('topk') or 'n/a'}, draft tokens {launch.get('num_draft_tokens') or 'n/a'}, "
+            f"{launch.get('shape') or 'shape n/a'}; drafter {launch.get('draft_model') or 'n/a'}"
+            f" (from {launch.get('source') or 'n/a'})"
+        )
         aux = launch.get("aux_layers")
         if aux:
-            lines.append(f"aux layers (HF): drafter config {aux['drafter_config_hf']}, engine reads "
-                         f"{aux['engine_reads_hf']} ({'agree' if aux['agrees'] else 'DIFFER'})")
+            lines.append(
+                f"aux layers (HF): drafter config {aux['drafter_config_hf']}, engine reads "
+                f"{aux['engine_reads_hf']} ({'agree' if aux['agrees'] else 'DIFFER'})"
+            )
     lines.append("")
     if r.measured:
         lines += [
@@ -1266,30 +1674,43 @@ def render_server_probe(r: ServerProbeResult) -> str:
             f"{r.live.seconds:.2f} s",
         ]
         if r.per_position_available:
-            lines.append("per position           cumulative " + " ".join(_f(x, 2) for x in r.per_position_cumulative)
-                         + "   conditional " + " ".join(_f(x, 2) for x in r.per_position_conditional))
+            lines.append(
+                "per position           cumulative "
+                + " ".join(_f(x, 2) for x in r.per_position_cumulative)
+                + "   conditional "
+                + " ".join(_f(x, 2) for x in r.per_position_conditional)
+            )
         else:
             lines.append("per position           not reported by this server")
         rep = r.server.get("engine_reported") or {}
         if "acceptance_length" in rep:
-            lines.append(f"SGLang accept length   {_f(rep['acceptance_length']['value'])}   "
-                         "(Σ completion_tokens / Σ spec_verify_ct)")
+            lines.append(
+                f"SGLang accept length   {_f(rep['acceptance_length']['value'])}   "
+                "(Σ completion_tokens / Σ spec_verify_ct)"
+            )
         avg = rep.get("avg_spec_accept_length")
         if avg and avg.get("after"):
-            lines.append(f"avg_spec_accept_length {', '.join(_f(x) for x in avg['after'])}   (since server start)")
+            lines.append(
+                f"avg_spec_accept_length {', '.join(_f(x) for x in avg['after'])}   (since server start)"
+            )
     else:
         lines.append("no acceptance measured")
     if r.compare:
         c = r.compare
         al = c["acceptance_length"]
-        lines += ["", f"vs reference ({c['reference']['engine']} view)  acceptance length {_f(al['reference'])} → "
-                      f"gap {al['gap']:+.3f}" + (f" ({al['relative_gap']:+.1%})" if al["relative_gap"] is not None
-                                                 else "")
-                  + f"   {'within' if c['within_tolerance'] else 'OUTSIDE'} ±{c['tolerance']:.0%}"]
+        lines += [
+            "",
+            f"vs reference ({c['reference']['engine']} view)  acceptance length {_f(al['reference'])} → "
+            f"gap {al['gap']:+.3f}"
+            + (f" ({al['relative_gap']:+.1%})" if al["relative_gap"] is not None else "")
+            + f"   {'within' if c['within_tolerance'] else 'OUTSIDE'} ±{c['tolerance']:.0%}",
+        ]
         for row in c["per_position"]:
-            lines.append(f"  position {row['position']}: server {_f(row['server_cumulative'], 3)}  reference "
-                         f"{_f(row['reference_cumulative'], 3)}  gap "
-                         + ("n/a" if row["gap_cumulative"] is None else f"{row['gap_cumulative']:+.3f}"))
+            lines.append(
+                f"  position {row['position']}: server {_f(row['server_cumulative'], 3)}  reference "
+                f"{_f(row['reference_cumulative'], 3)}  gap "
+                + ("n/a" if row["gap_cumulative"] is None else f"{row['gap_cumulative']:+.3f}")
+            )
     if r.findings:
         lines.append("")
         for f in sorted(r.findings, key=lambda f: f.severity.rank):
@@ -1304,13 +1725,27 @@ def engine_gap_table(r: ServerProbeResult) -> Any:
 
     if not r.compare:
         return pd.DataFrame(columns=["position", "server cumulative", "reference cumulative", "gap"])
-    rows = [{"position": row["position"], "server cumulative": row["server_cumulative"],
-             "reference cumulative": row["reference_cumulative"], "gap (cumulative)": row["gap_cumulative"],
-             "server conditional": row["server_conditional"], "reference conditional": row["reference_conditional"],
-             "gap (conditional)": row["gap_conditional"]} for row in r.compare["per_position"]]
+    rows = [
+        {
+            "position": row["position"],
+            "server cumulative": row["server_cumulative"],
+            "reference cumulative": row["reference_cumulative"],
+            "gap (cumulative)": row["gap_cumulative"],
+            "server conditional": row["server_conditional"],
+            "reference conditional": row["reference_conditional"],
+            "gap (conditional)": row["gap_conditional"],
+        }
+        for row in r.compare["per_position"]
+    ]
     al = r.compare["acceptance_length"]
-    rows.append({"position": "acceptance length", "server cumulative": al["server"],
-                 "reference cumulative": al["reference"], "gap (cumulative)": al["gap"]})
+    rows.append(
+        {
+            "position": "acceptance length",
+            "server cumulative": al["server"],
+            "reference cumulative": al["reference"],
+            "gap (cumulative)": al["gap"],
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -1323,8 +1758,12 @@ def engine_gap_figure(r: ServerProbeResult) -> Any:
     rows = (r.compare or {}).get("per_position") or []
     xs = [row["position"] for row in rows]
     ax.bar([x - 0.2 for x in xs], [row["server_cumulative"] or 0 for row in rows], 0.4, label=f"{r.engine}")
-    ax.bar([x + 0.2 for x in xs], [row["reference_cumulative"] or 0 for row in rows], 0.4,
-           label=f"in-process ({(r.compare or {}).get('reference', {}).get('engine')} view)")
+    ax.bar(
+        [x + 0.2 for x in xs],
+        [row["reference_cumulative"] or 0 for row in rows],
+        0.4,
+        label=f"in-process ({(r.compare or {}).get('reference', {}).get('engine')} view)",
+    )
     ax.set_xticks(xs, [f"draft {x}" for x in xs])
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("cumulative acceptance")
@@ -1338,5 +1777,7 @@ def engine_gap_figure(r: ServerProbeResult) -> Any:
 def findings_table(r: ServerProbeResult) -> Any:
     import pandas as pd
 
-    return pd.DataFrame([f.to_dict() for f in r.findings],
-                        columns=["code", "severity", "engine", "message", "evidence", "fix"])
+    return pd.DataFrame(
+        [f.to_dict() for f in r.findings],
+        columns=["code", "severity", "engine", "message", "evidence", "fix"],
+    )

@@ -57,7 +57,11 @@ class TargetInfo:
         return self._int("max_position_embeddings")
 
     def rope(self) -> dict[str, Any]:
-        return {k: self._get(k) for k in ("rope_theta", "rope_scaling", "rope_parameters") if self._get(k) is not None}
+        return {
+            k: self._get(k)
+            for k in ("rope_theta", "rope_scaling", "rope_parameters")
+            if self._get(k) is not None
+        }
 
     @property
     def architectures(self) -> list[str]:
@@ -80,9 +84,15 @@ class TargetInfo:
         return None if name is None or self.weights is None else self.weights.read_tensor(name)
 
     def summary(self) -> dict[str, Any]:
-        return {"path": str(self.path), "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
-                "num_hidden_layers": self.num_hidden_layers, "architectures": self.architectures,
-                "weights": self.weights is not None, "tokenizer": self.has_tokenizer}
+        return {
+            "path": str(self.path),
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "num_hidden_layers": self.num_hidden_layers,
+            "architectures": self.architectures,
+            "weights": self.weights is not None,
+            "tokenizer": self.has_tokenizer,
+        }
 
 
 def open_target(path: str | Path) -> TargetInfo:

@@ -69,10 +69,21 @@ def triage(
 
         try:
             texts = read_prompts(prompts)[: max(1, int(max_prompts))]
-            result = probe(checkpoint, target, texts, k=k, max_new_tokens=max_new_tokens, device=device,
-                           engine=probe_engine, teacher_forced=False, sweep=False)
-            note = (f"live probe: {result.prompts} prompts × {result.max_new_tokens} new tokens, K={result.k}, "
-                    f"{result.engine} view, {result.device} ({result.dtype})")
+            result = probe(
+                checkpoint,
+                target,
+                texts,
+                k=k,
+                max_new_tokens=max_new_tokens,
+                device=device,
+                engine=probe_engine,
+                teacher_forced=False,
+                sweep=False,
+            )
+            note = (
+                f"live probe: {result.prompts} prompts × {result.max_new_tokens} new tokens, K={result.k}, "
+                f"{result.engine} view, {result.device} ({result.dtype})"
+            )
         except UnusableInputError as exc:
             note = f"probe not possible: {' '.join(str(exc).split())}"
     return Triage(str(checkpoint), None if target is None else str(target), d, ins, result, note)
@@ -91,9 +102,12 @@ def top_findings_html(diagnosis: Diagnosis, n: int = 5) -> str:
         sev = f.severity.value
         colour = SEVERITY_COLOURS.get(sev, "#555")
         engines = [x.engine for x in fs if x.engine]
-        where = f" &nbsp;<span style=\"color:#555\">[{esc(', '.join(engines))}]</span>" if engines else ""
-        evidence = (f'<div style="margin-top:0.3em"><b>evidence</b> <code>{esc(compact_json(f.evidence))}</code></div>'
-                    if f.evidence else "")
+        where = f' &nbsp;<span style="color:#555">[{esc(", ".join(engines))}]</span>' if engines else ""
+        evidence = (
+            f'<div style="margin-top:0.3em"><b>evidence</b> <code>{esc(compact_json(f.evidence))}</code></div>'
+            if f.evidence
+            else ""
+        )
         fix = f'<div style="margin-top:0.3em"><b>fix</b> {esc(f.fix)}</div>' if f.fix else ""
         cards.append(
             f'<div class="e3f-finding e3f-{esc(sev)}" style="border-left:5px solid {colour};'
@@ -102,7 +116,9 @@ def top_findings_html(diagnosis: Diagnosis, n: int = 5) -> str:
             f'<div style="margin-top:0.3em">{esc(f.message)}</div>{evidence}{fix}</div>'
         )
     rest = len(groups) - len(cards)
-    more = f"<p><em>{rest} more finding code(s): see notebook 01 for all of them.</em></p>" if rest > 0 else ""
+    more = (
+        f"<p><em>{rest} more finding code(s): see notebook 01 for all of them.</em></p>" if rest > 0 else ""
+    )
     return "".join(cards) + more
 
 
@@ -115,13 +131,31 @@ def load_summary_table(diagnosis: Diagnosis) -> pd.DataFrame:
     rows = []
     for name, load in diagnosis.loads.items():
         c = load.counts()
-        rows.append({"engine": name, "verdict": diagnosis.verdict(name),
-                     "used": c["loaded"] + c["renamed"] + c["fused"] + c["consumed"],
-                     "dropped": c["dropped"] + c["warned"], "rejected": c["rejected"],
-                     "overwritten by target": c["overwritten"], "unfilled params": c["unfilled"],
-                     "config problem": visible(load.config_problem or "")})
-    return pd.DataFrame(rows, columns=["engine", "verdict", "used", "dropped", "rejected", "overwritten by target",
-                                       "unfilled params", "config problem"])
+        rows.append(
+            {
+                "engine": name,
+                "verdict": diagnosis.verdict(name),
+                "used": c["loaded"] + c["renamed"] + c["fused"] + c["consumed"],
+                "dropped": c["dropped"] + c["warned"],
+                "rejected": c["rejected"],
+                "overwritten by target": c["overwritten"],
+                "unfilled params": c["unfilled"],
+                "config problem": visible(load.config_problem or ""),
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "engine",
+            "verdict",
+            "used",
+            "dropped",
+            "rejected",
+            "overwritten by target",
+            "unfilled params",
+            "config problem",
+        ],
+    )
 
 
 def acceptance_html(t: Triage) -> str:
@@ -135,15 +169,29 @@ def acceptance_html(t: Triage) -> str:
     import pandas as pd
 
     head = pd.DataFrame(
-        [("acceptance length", round(r.acceptance_length, 3), "vLLM: 1 + accepted / num_drafts (incl. bonus)"),
-         ("acceptance rate", round(r.acceptance_rate, 3), "accepted / drafted"),
-         ("lossless", r.lossless, "committed tokens == plain greedy decoding"),
-         ("speedup vs greedy", None if r.speedup_vs_greedy is None else round(r.speedup_vs_greedy, 2),
-          f"{r.device}, tokens per second")],
-        columns=["metric", "value", "convention"])
-    per_pos = pd.DataFrame({"draft position": list(range(r.k)),
-                            "cumulative (vLLM)": [round(x, 3) for x in r.per_position_cumulative],
-                            "conditional": [round(x, 3) for x in r.per_position_conditional]})
+        [
+            (
+                "acceptance length",
+                round(r.acceptance_length, 3),
+                "vLLM: 1 + accepted / num_drafts (incl. bonus)",
+            ),
+            ("acceptance rate", round(r.acceptance_rate, 3), "accepted / drafted"),
+            ("lossless", r.lossless, "committed tokens == plain greedy decoding"),
+            (
+                "speedup vs greedy",
+                None if r.speedup_vs_greedy is None else round(r.speedup_vs_greedy, 2),
+                f"{r.device}, tokens per second",
+            ),
+        ],
+        columns=["metric", "value", "convention"],
+    )
+    per_pos = pd.DataFrame(
+        {
+            "draft position": list(range(r.k)),
+            "cumulative (vLLM)": [round(x, 3) for x in r.per_position_cumulative],
+            "conditional": [round(x, 3) for x in r.per_position_conditional],
+        }
+    )
     return note + table_html(head) + table_html(per_pos)
 
 

@@ -97,8 +97,11 @@ class VocabClassification:
         return KINDS[self.kind]
 
     def evidence(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "target_vocab_size": self.target_vocab_size,
-                               "draft_vocab_size": self.draft_vocab_size}
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "target_vocab_size": self.target_vocab_size,
+            "draft_vocab_size": self.draft_vocab_size,
+        }
         if self.agreement:
             out["agreement"] = {k: round(v, 6) for k, v in self.agreement.items()}
         if self.first_bad_index is not None:
@@ -150,7 +153,11 @@ def classify_mapping(
     draft_vocab_size: int | None = None,
 ) -> VocabClassification:
     """Classify a vocabulary map from first principles (see the module docstring)."""
-    big_v = target_vocab_size if target_vocab_size is not None else (None if t2d is None else int(_np(t2d).shape[0]))
+    big_v = (
+        target_vocab_size
+        if target_vocab_size is not None
+        else (None if t2d is None else int(_np(t2d).shape[0]))
+    )
     v = draft_vocab_size if draft_vocab_size is not None else (None if d2t is None else int(_np(d2t).size))
     res = VocabClassification("unverified_offsets", big_v, v)
     if t2d is not None:
@@ -163,7 +170,9 @@ def classify_mapping(
     arr = _np(d2t)
     if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
         res.kind = "invalid_d2t"
-        res.d2t_problems.append(f"d2t has shape {list(arr.shape)} and dtype {arr.dtype}; expected 1-D integers")
+        res.d2t_problems.append(
+            f"d2t has shape {list(arr.shape)} and dtype {arr.dtype}; expected 1-D integers"
+        )
         return res
     d = arr.astype(np.int64)
     n = d.shape[0]
@@ -178,7 +187,8 @@ def classify_mapping(
         return res
 
     t2d_usable = t2d is not None and not any(
-        p.startswith("t2d has shape") or "values other than" in p for p in res.t2d_problems)
+        p.startswith("t2d has shape") or "values other than" in p for p in res.t2d_problems
+    )
     sel = np.flatnonzero(_np(t2d).astype(bool)).astype(np.int64) if t2d_usable else None
     if sel is not None and sel.shape[0] != n:
         # A selection of the wrong size cannot be compared index by index. d2t already matches the
@@ -191,8 +201,9 @@ def classify_mapping(
     return _classify_alone(res, d, ar, targets, big_v)
 
 
-def _classify_against_selection(res: VocabClassification, d: np.ndarray, ar: np.ndarray,
-                                sel: np.ndarray, big_v: int | None) -> VocabClassification:
+def _classify_against_selection(
+    res: VocabClassification, d: np.ndarray, ar: np.ndarray, sel: np.ndarray, big_v: int | None
+) -> VocabClassification:
     hyps = {"offsets": d + ar, "absolute": d, "double_offset": d + 2 * ar}
     res.agreement = {name: float(np.mean(h == sel)) if sel.size else 0.0 for name, h in hyps.items()}
     if res.agreement["offsets"] == 1.0:
@@ -220,8 +231,9 @@ def _classify_against_selection(res: VocabClassification, d: np.ndarray, ar: np.
     return res
 
 
-def _classify_alone(res: VocabClassification, d: np.ndarray, ar: np.ndarray, targets: np.ndarray,
-                    big_v: int | None) -> VocabClassification:
+def _classify_alone(
+    res: VocabClassification, d: np.ndarray, ar: np.ndarray, targets: np.ndarray, big_v: int | None
+) -> VocabClassification:
     """Without a usable ``t2d``: decide what ``d2t`` alone proves."""
     res.notes.append("no usable t2d: decided from d2t alone")
     upper = big_v if big_v is not None else np.iinfo(np.int64).max
@@ -253,7 +265,9 @@ def _classify_alone(res: VocabClassification, d: np.ndarray, ar: np.ndarray, tar
         bad = np.concatenate([[False], np.diff(targets) < 0])
     else:
         if d.shape[0] > 1 and np.all(np.diff(d) > 0):
-            res.notes.append("d2t is strictly increasing, as absolute ids would be; t2d is needed to rule it out")
+            res.notes.append(
+                "d2t is strictly increasing, as absolute ids would be; t2d is needed to rule it out"
+            )
         return res
     idx = np.flatnonzero(bad)
     res.first_bad_index = int(idx[0])
@@ -263,6 +277,7 @@ def _classify_alone(res: VocabClassification, d: np.ndarray, ar: np.ndarray, tar
 
 
 # -- reconstruction and conversion ---------------------------------------------------------------
+
 
 def d2t_from_t2d(t2d: Any) -> torch.Tensor:
     """Offsets ``d2t`` implied by a ``t2d`` mask (the trainers' ascending order)."""
@@ -399,10 +414,17 @@ class VocabMapping:
         return mapping_fingerprint(self.target_vocab_size, self.selected)
 
     def summary(self) -> dict[str, Any]:
-        return {"target_vocab_size": self.target_vocab_size, "draft_vocab_size": self.draft_vocab_size,
-                "tie_break": self.tie_break, "tokens": self.tokens, "counted_tokens": self.counted,
-                "distinct_ids": int(np.count_nonzero(self.counts)), "padded": self.padded,
-                "coverage": round(self.coverage, 6), "fingerprint": self.fingerprint}
+        return {
+            "target_vocab_size": self.target_vocab_size,
+            "draft_vocab_size": self.draft_vocab_size,
+            "tie_break": self.tie_break,
+            "tokens": self.tokens,
+            "counted_tokens": self.counted,
+            "distinct_ids": int(np.count_nonzero(self.counts)),
+            "padded": self.padded,
+            "coverage": round(self.coverage, 6),
+            "fingerprint": self.fingerprint,
+        }
 
 
 def _as_array(x: Any, what: str) -> np.ndarray:
@@ -422,8 +444,12 @@ def _is_array_like(x: Any) -> bool:
 
 
 def _is_pair(x: Any) -> bool:
-    return (isinstance(x, tuple) and len(x) == 2 and not isinstance(x[0], (int, np.integer))
-            and (x[1] is None or not isinstance(x[1], (int, np.integer, bool, np.bool_))))
+    return (
+        isinstance(x, tuple)
+        and len(x) == 2
+        and not isinstance(x[0], (int, np.integer))
+        and (x[1] is None or not isinstance(x[1], (int, np.integer, bool, np.bool_)))
+    )
 
 
 def _chunk_pairs(token_ids: Any, loss_mask: Any) -> Iterator[tuple[Any, Any]]:
@@ -434,15 +460,19 @@ def _chunk_pairs(token_ids: Any, loss_mask: Any) -> Iterator[tuple[Any, Any]]:
     the same kind of sequence, or its items may be ``(ids, mask)`` pairs.
     """
     single = _is_array_like(token_ids) or (
-        isinstance(token_ids, list) and not (token_ids and (_is_array_like(token_ids[0]) or _is_pair(token_ids[0]))))
+        isinstance(token_ids, list)
+        and not (token_ids and (_is_array_like(token_ids[0]) or _is_pair(token_ids[0])))
+    )
     if single:
         if loss_mask is not None and not (_is_array_like(loss_mask) or isinstance(loss_mask, list)):
             raise ValueError("loss_mask chunks do not match token_id chunks")
         yield token_ids, loss_mask
         return
     if isinstance(token_ids, (str, bytes)):
-        raise ValueError("token_ids must be an array or a sequence of arrays, not a string "
-                         "(use eagle3_forensics.vocab_inputs for files)")
+        raise ValueError(
+            "token_ids must be an array or a sequence of arrays, not a string "
+            "(use eagle3_forensics.vocab_inputs for files)"
+        )
     if loss_mask is None:
         for item in token_ids:
             yield (item if _is_pair(item) else (item, None))
@@ -482,8 +512,10 @@ def _rows_of(ids: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, np.n
         raise ValueError("token ids must be 1-D or 2-D, got a scalar")
     if mask is not None:
         if mask.size != ids.size or (mask.ndim > 1 and ids.ndim > 1 and mask.shape != ids.shape):
-            raise ValueError(f"loss_mask has shape {list(mask.shape)} ({mask.size} entries), "
-                             f"token ids have shape {list(ids.shape)} ({ids.size} entries)")
+            raise ValueError(
+                f"loss_mask has shape {list(mask.shape)} ({mask.size} entries), "
+                f"token ids have shape {list(ids.shape)} ({ids.size} entries)"
+            )
         if mask.dtype != np.bool_ and not np.issubdtype(mask.dtype, np.number):
             raise ValueError(f"loss_mask must be boolean or numeric, got dtype {mask.dtype}")
     length = max(int(ids.shape[-1]), 1)
@@ -517,8 +549,10 @@ def _iter_blocks(pairs: Iterable[tuple[Any, Any]], block_tokens: int) -> Iterato
         ids = pend_ids[0] if len(pend_ids) == 1 else np.concatenate(pend_ids)
         mask = None
         if any(m is not None for m in pend_mask):
-            masks = [np.ones(a.shape[0], dtype=bool) if m is None else m
-                     for a, m in zip(pend_ids, pend_mask, strict=True)]
+            masks = [
+                np.ones(a.shape[0], dtype=bool) if m is None else m
+                for a, m in zip(pend_ids, pend_mask, strict=True)
+            ]
             mask = masks[0] if len(masks) == 1 else np.concatenate(masks)
         block = _Block(ids, mask, np.asarray(pend_starts, dtype=np.int64), pend["row"], max(pend["len"], 0))
         pend_ids.clear()
@@ -540,9 +574,14 @@ def _iter_blocks(pairs: Iterable[tuple[Any, Any]], block_tokens: int) -> Iterato
                 yield flush()
             for r in range(n_rows):
                 for k, s in enumerate(range(0, length, block_tokens)):
-                    yield _Block(_flat(rows[r, s:s + block_tokens]),
-                                 None if masks is None else _flat_mask(masks[r, s:s + block_tokens]),
-                                 np.zeros(1, dtype=np.int64), row, 0, k)
+                    yield _Block(
+                        _flat(rows[r, s : s + block_tokens]),
+                        None if masks is None else _flat_mask(masks[r, s : s + block_tokens]),
+                        np.zeros(1, dtype=np.int64),
+                        row,
+                        0,
+                        k,
+                    )
                 row += 1
             continue
         per_block = max(1, block_tokens // length)
@@ -583,12 +622,19 @@ def _reopener(token_ids: Any, loss_mask: Any) -> Callable[[], Iterator[tuple[Any
     if callable(token_ids) and not _is_array_like(token_ids):
         return lambda: _chunk_pairs(token_ids(), loss_mask)
     rereadable = (_is_array_like(token_ids) or isinstance(token_ids, (list, tuple))) and (
-        loss_mask is None or _is_array_like(loss_mask) or isinstance(loss_mask, (list, tuple)))
+        loss_mask is None or _is_array_like(loss_mask) or isinstance(loss_mask, (list, tuple))
+    )
     return (lambda: _chunk_pairs(token_ids, loss_mask)) if rereadable else None
 
 
-def _rescan_block(reopen: Callable[[], Iterator[tuple[Any, Any]]], block_tokens: int, track: str,
-                  target_vocab_size: int, index: int, ids: np.ndarray) -> np.ndarray:
+def _rescan_block(
+    reopen: Callable[[], Iterator[tuple[Any, Any]]],
+    block_tokens: int,
+    track: str,
+    target_vocab_size: int,
+    index: int,
+    ids: np.ndarray,
+) -> np.ndarray:
     """Exact first position (``first_seen``) or row (``first_row``) of ``ids`` inside block ``index``."""
     for i, block in enumerate(_iter_blocks(reopen(), block_tokens)):
         if i < index:
@@ -635,8 +681,13 @@ def count_token_ids(
     big_v = int(target_vocab_size)
     counts = np.zeros(big_v, dtype=np.int64)
     reopen = _reopener(token_ids, loss_mask) if track else None
-    pairs = reopen() if reopen is not None else _chunk_pairs(
-        token_ids() if callable(token_ids) and not _is_array_like(token_ids) else token_ids, loss_mask)
+    pairs = (
+        reopen()
+        if reopen is not None
+        else _chunk_pairs(
+            token_ids() if callable(token_ids) and not _is_array_like(token_ids) else token_ids, loss_mask
+        )
+    )
     deferred = reopen is not None
     first = np.full(big_v, _UNSEEN, dtype=np.int64) if track else None  # exact keys, or groups when deferred
     seen = np.zeros(big_v, dtype=bool) if track else None
@@ -667,8 +718,11 @@ def count_token_ids(
                 np.add(key, mask, out=key, casting="unsafe")
                 width = 2 * big_v
             # negative ids wrap to huge unsigned values: one max() checks both ends
-            top = int(key.view(np.dtype(f"u{key.dtype.itemsize}")).max()) if np.issubdtype(
-                key.dtype, np.signedinteger) else int(key.max())
+            top = (
+                int(key.view(np.dtype(f"u{key.dtype.itemsize}")).max())
+                if np.issubdtype(key.dtype, np.signedinteger)
+                else int(key.max())
+            )
             if top >= width:
                 raise _out_of_range(ids, big_v)
             binned = np.bincount(key, minlength=width)
@@ -706,10 +760,23 @@ def count_token_ids(
             bar.close()
     if deferred and track is not None and reopen is not None:
         rescan = functools.partial(_rescan_block, reopen, block_tokens, track, big_v)
-        return TokenCounts(counts, offset, rows_seen, track=track, first_group=first,
-                           single_row_groups=frozenset(single_row), rescan=rescan)
-    return TokenCounts(counts, offset, rows_seen, first if track == "first_seen" else None,
-                       first if track == "first_row" else None, track=track)
+        return TokenCounts(
+            counts,
+            offset,
+            rows_seen,
+            track=track,
+            first_group=first,
+            single_row_groups=frozenset(single_row),
+            rescan=rescan,
+        )
+    return TokenCounts(
+        counts,
+        offset,
+        rows_seen,
+        first if track == "first_seen" else None,
+        first if track == "first_row" else None,
+        track=track,
+    )
 
 
 def select_draft_vocab(
@@ -726,7 +793,9 @@ def select_draft_vocab(
     c = tc.counts
     big_v = int(c.shape[0])
     if not 0 < draft_vocab_size <= big_v:
-        raise ValueError(f"draft_vocab_size {draft_vocab_size} must be in 1..{big_v} (the target vocabulary size)")
+        raise ValueError(
+            f"draft_vocab_size {draft_vocab_size} must be in 1..{big_v} (the target vocabulary size)"
+        )
     if c.sum() == 0:
         raise ValueError("no counted tokens (empty corpus or an all-zero loss mask)")
     seen = np.flatnonzero(c)
@@ -747,9 +816,12 @@ def select_draft_vocab(
         used[chosen] = True
         chosen = np.concatenate([chosen, np.flatnonzero(~used)[:padded]])
         if warn:
-            warnings.warn(f"only {seen.shape[0]} distinct token ids were counted, fewer than draft_vocab_size "
-                          f"{draft_vocab_size}: padded with the {padded} smallest unused ids (as the trainers do)",
-                          VocabPaddingWarning, stacklevel=3)
+            warnings.warn(
+                f"only {seen.shape[0]} distinct token ids were counted, fewer than draft_vocab_size "
+                f"{draft_vocab_size}: padded with the {padded} smallest unused ids (as the trainers do)",
+                VocabPaddingWarning,
+                stacklevel=3,
+            )
     sel = np.sort(chosen)
     t2d = np.zeros(big_v, dtype=bool)
     t2d[sel] = True
@@ -782,10 +854,19 @@ def build_vocab_mapping(
     if not isinstance(target_vocab_size, (int, np.integer)) or target_vocab_size <= 0:
         raise ValueError(f"target_vocab_size must be a positive integer, got {target_vocab_size!r}")
     if not isinstance(draft_vocab_size, (int, np.integer)) or not 0 < draft_vocab_size <= target_vocab_size:
-        raise ValueError(f"draft_vocab_size {draft_vocab_size} must be in 1..{target_vocab_size} "
-                         "(the target vocabulary size)")
-    tc = count_token_ids(token_ids, target_vocab_size, loss_mask, track=None if tie_break == "id" else tie_break,
-                         progress=progress, block_tokens=block_tokens, total_tokens=total_tokens)
+        raise ValueError(
+            f"draft_vocab_size {draft_vocab_size} must be in 1..{target_vocab_size} "
+            "(the target vocabulary size)"
+        )
+    tc = count_token_ids(
+        token_ids,
+        target_vocab_size,
+        loss_mask,
+        track=None if tie_break == "id" else tie_break,
+        progress=progress,
+        block_tokens=block_tokens,
+        total_tokens=total_tokens,
+    )
     return select_draft_vocab(tc, int(draft_vocab_size), tie_break)
 
 
@@ -802,8 +883,12 @@ def _usable_t2d(t2d: Any, draft_vocab_size: int | None) -> bool:
     return not any("expected bool" not in p for p in problems)
 
 
-def selected_ids(d2t: Any | None, t2d: Any | None, target_vocab_size: int | None = None,
-                 draft_vocab_size: int | None = None) -> tuple[np.ndarray, str]:
+def selected_ids(
+    d2t: Any | None,
+    t2d: Any | None,
+    target_vocab_size: int | None = None,
+    draft_vocab_size: int | None = None,
+) -> tuple[np.ndarray, str]:
     """The ascending target ids a map selects and where they were read from.
 
     ``nonzero(t2d)`` when ``t2d`` is a valid mask of the draft size (the set the head was trained
@@ -821,7 +906,9 @@ def selected_ids(d2t: Any | None, t2d: Any | None, target_vocab_size: int | None
     d = _np(d2t).astype(np.int64).reshape(-1)
     k = _DECODE.get(res.kind, 1)
     sel = d + k * np.arange(d.shape[0], dtype=np.int64)
-    how = {0: "d2t decoded as absolute ids", 2: "d2t decoded as double offsets"}.get(k, "d2t decoded as offsets")
+    how = {0: "d2t decoded as absolute ids", 2: "d2t decoded as double offsets"}.get(
+        k, "d2t decoded as offsets"
+    )
     return np.sort(sel), how
 
 
@@ -863,13 +950,25 @@ class MappingComparison:
 
     def to_dict(self, limit: int = 50) -> dict[str, Any]:
         return {
-            "a": {"label": self.labels[0], "target_vocab_size": self.target_vocab_sizes[0],
-                  "draft_vocab_size": self.draft_vocab_sizes[0], "selection_from": self.sources[0],
-                  "kind": self.kinds[0], "fingerprint": self.fingerprints[0]},
-            "b": {"label": self.labels[1], "target_vocab_size": self.target_vocab_sizes[1],
-                  "draft_vocab_size": self.draft_vocab_sizes[1], "selection_from": self.sources[1],
-                  "kind": self.kinds[1], "fingerprint": self.fingerprints[1]},
-            "identical": self.identical, "d2t_equal": self.d2t_equal, "common": self.common,
+            "a": {
+                "label": self.labels[0],
+                "target_vocab_size": self.target_vocab_sizes[0],
+                "draft_vocab_size": self.draft_vocab_sizes[0],
+                "selection_from": self.sources[0],
+                "kind": self.kinds[0],
+                "fingerprint": self.fingerprints[0],
+            },
+            "b": {
+                "label": self.labels[1],
+                "target_vocab_size": self.target_vocab_sizes[1],
+                "draft_vocab_size": self.draft_vocab_sizes[1],
+                "selection_from": self.sources[1],
+                "kind": self.kinds[1],
+                "fingerprint": self.fingerprints[1],
+            },
+            "identical": self.identical,
+            "d2t_equal": self.d2t_equal,
+            "common": self.common,
             "jaccard": round(self.jaccard, 6),
             "only_in_a": {"count": int(self.only_a.shape[0]), "ids": self.only_a[:limit].tolist()},
             "only_in_b": {"count": int(self.only_b.shape[0]), "ids": self.only_b[:limit].tolist()},
@@ -902,19 +1001,25 @@ def compare_mappings(a: Any, b: Any, labels: tuple[str, str] | None = None) -> M
     if parts[0][0] is not None and parts[1][0] is not None:
         da, db = _np(parts[0][0]).astype(np.int64), _np(parts[1][0]).astype(np.int64)
         d2t_equal = bool(da.shape == db.shape and np.array_equal(da, db))
-    fps = tuple(mapping_fingerprint(sz if sz is not None else 0, s) for sz, s in zip(sizes, sels, strict=True))
+    fps = tuple(
+        mapping_fingerprint(sz if sz is not None else 0, s) for sz, s in zip(sizes, sels, strict=True)
+    )
     return MappingComparison(
         labels=labels or (parts[0][4], parts[1][4]),
         target_vocab_sizes=(sizes[0], sizes[1]),
         draft_vocab_sizes=(int(sels[0].shape[0]), int(sels[1].shape[0])),
-        sources=(sources[0], sources[1]), kinds=(kinds[0], kinds[1]),
+        sources=(sources[0], sources[1]),
+        kinds=(kinds[0], kinds[1]),
         common=int(common.shape[0]),
         only_a=np.setdiff1d(sels[0], sels[1], assume_unique=True),
         only_b=np.setdiff1d(sels[1], sels[0], assume_unique=True),
-        fingerprints=(fps[0], fps[1]), d2t_equal=d2t_equal)
+        fingerprints=(fps[0], fps[1]),
+        d2t_equal=d2t_equal,
+    )
 
 
 # -- the fix for each kind -----------------------------------------------------------------------
+
 
 @dataclass
 class D2TFix:
@@ -923,7 +1028,9 @@ class D2TFix:
     kind: str  # classification before
     action: str  # what to do, in words
     function: str | None  # the eagle3_forensics.vocab function that does it
-    d2t: torch.Tensor | None  # the repaired offsets (the stored ones when nothing is needed; None: needs data)
+    d2t: (
+        torch.Tensor | None
+    )  # the repaired offsets (the stored ones when nothing is needed; None: needs data)
     verified_kind: str | None  # classification after the repair
 
     @property
@@ -935,38 +1042,69 @@ class D2TFix:
         return self.verified_kind in CONSISTENT_KINDS
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "needed": self.needed, "action": self.action, "function": self.function,
-                "verified_kind": self.verified_kind, "verified": self.verified}
+        return {
+            "kind": self.kind,
+            "needed": self.needed,
+            "action": self.action,
+            "function": self.function,
+            "verified_kind": self.verified_kind,
+            "verified": self.verified,
+        }
 
 
-def suggest_d2t_fix(d2t: Any | None, t2d: Any | None, target_vocab_size: int | None,
-                    draft_vocab_size: int | None = None) -> D2TFix:
+def suggest_d2t_fix(
+    d2t: Any | None, t2d: Any | None, target_vocab_size: int | None, draft_vocab_size: int | None = None
+) -> D2TFix:
     """The right repair for a map: convert absolute ids once, undo a double conversion, or
     rebuild from ``t2d``; each result is re-classified (``verified_kind``) before it is offered."""
     res = classify_mapping(d2t, t2d, target_vocab_size, draft_vocab_size)
     if res.consistent:
         keep = None if d2t is None else torch.as_tensor(_np(d2t)).to(torch.int64)
-        return D2TFix(res.kind, "nothing to fix: nonzero(t2d) == d2t + arange(v) holds"
-                      if res.kind == "consistent_offsets" else f"nothing to fix ({res.meaning})",
-                      None, keep, res.kind)
+        return D2TFix(
+            res.kind,
+            "nothing to fix: nonzero(t2d) == d2t + arange(v) holds"
+            if res.kind == "consistent_offsets"
+            else f"nothing to fix ({res.meaning})",
+            None,
+            keep,
+            res.kind,
+        )
     v = res.draft_vocab_size
     t2d_ok = _usable_t2d(t2d, v) and (v is None or int(_np(t2d).astype(bool).sum()) == v)
     fixed: torch.Tensor | None = None
     if res.kind == "absolute" and d2t is not None:
-        fixed, fn, action = absolute_to_offsets(d2t), "absolute_to_offsets", "convert once: d2t = d2t - arange(v)"
+        fixed, fn, action = (
+            absolute_to_offsets(d2t),
+            "absolute_to_offsets",
+            "convert once: d2t = d2t - arange(v)",
+        )
     elif res.kind == "double_offset" and d2t is not None:
-        fixed, fn, action = (undo_double_offset(d2t), "undo_double_offset",
-                             "undo the second conversion: d2t = d2t + arange(v)")
+        fixed, fn, action = (
+            undo_double_offset(d2t),
+            "undo_double_offset",
+            "undo the second conversion: d2t = d2t + arange(v)",
+        )
     elif t2d_ok:
-        fixed, fn, action = d2t_from_t2d(t2d), "d2t_from_t2d", "rebuild from t2d: d2t = nonzero(t2d) - arange(v)"
+        fixed, fn, action = (
+            d2t_from_t2d(t2d),
+            "d2t_from_t2d",
+            "rebuild from t2d: d2t = nonzero(t2d) - arange(v)",
+        )
     else:
-        return D2TFix(res.kind, "no usable t2d: rebuild d2t and t2d from the training data "
-                      "(eagle3-forensics vocab build) with the trainer's tie-break", "build_vocab_mapping", None, None)
+        return D2TFix(
+            res.kind,
+            "no usable t2d: rebuild d2t and t2d from the training data "
+            "(eagle3-forensics vocab build) with the trainer's tie-break",
+            "build_vocab_mapping",
+            None,
+            None,
+        )
     after = classify_mapping(fixed, t2d if t2d_ok else None, target_vocab_size, draft_vocab_size)
     return D2TFix(res.kind, action, fn, fixed, after.kind)
 
 
 # -- lm_head rows: a frozen head pins the map down -------------------------------------------------
+
 
 @dataclass
 class LmHeadRowCheck:
@@ -982,19 +1120,37 @@ class LmHeadRowCheck:
     hypotheses: dict[str, dict[str, Any]]
     baseline_cosine: float | None
     best: str | None
-    d2t_confirmed: bool | None  # what engines use (d2t as offsets; identity without d2t) is the best candidate
+    d2t_confirmed: (
+        bool | None
+    )  # what engines use (d2t as offsets; identity without d2t) is the best candidate
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "best": self.best, "d2t_confirmed": self.d2t_confirmed,
-                "baseline_cosine": None if self.baseline_cosine is None else round(self.baseline_cosine, 6),
-                "hypotheses": self.hypotheses}
+        return {
+            "method": self.method,
+            "best": self.best,
+            "d2t_confirmed": self.d2t_confirmed,
+            "baseline_cosine": None if self.baseline_cosine is None else round(self.baseline_cosine, 6),
+            "hypotheses": self.hypotheses,
+        }
 
 
-def check_lm_head_rows(draft_lm_head: Any, target_lm_head: Any, d2t: Any | None, t2d: Any | None = None,
-                       ) -> LmHeadRowCheck:
+def check_lm_head_rows(
+    draft_lm_head: Any,
+    target_lm_head: Any,
+    d2t: Any | None,
+    t2d: Any | None = None,
+) -> LmHeadRowCheck:
     """Compare draft head rows with the target head rows each candidate map points at."""
-    dh = draft_lm_head if isinstance(draft_lm_head, torch.Tensor) else torch.as_tensor(np.asarray(draft_lm_head))
-    th = target_lm_head if isinstance(target_lm_head, torch.Tensor) else torch.as_tensor(np.asarray(target_lm_head))
+    dh = (
+        draft_lm_head
+        if isinstance(draft_lm_head, torch.Tensor)
+        else torch.as_tensor(np.asarray(draft_lm_head))
+    )
+    th = (
+        target_lm_head
+        if isinstance(target_lm_head, torch.Tensor)
+        else torch.as_tensor(np.asarray(target_lm_head))
+    )
     if dh.ndim != 2 or th.ndim != 2 or dh.shape[1] != th.shape[1]:
         raise ValueError(f"lm_head shapes {list(dh.shape)} and {list(th.shape)} do not share a hidden size")
     v, big_v = int(dh.shape[0]), int(th.shape[0])
@@ -1016,9 +1172,12 @@ def check_lm_head_rows(draft_lm_head: Any, target_lm_head: Any, d2t: Any | None,
         same = (rows.to(dh.dtype) == dh).all(dim=1).numpy()
         cos = (dn * torch.nn.functional.normalize(rows.float(), dim=1)).sum(dim=1).numpy()
         bad = np.flatnonzero(~same)
-        hyps[name] = {"in_range": True, "exact_fraction": round(float(same.mean()), 6),
-                      "first_mismatch": int(bad[0]) if bad.size else None,
-                      "mean_cosine": round(float(cos.mean()), 6)}
+        hyps[name] = {
+            "in_range": True,
+            "exact_fraction": round(float(same.mean()), 6),
+            "first_mismatch": int(bad[0]) if bad.size else None,
+            "mean_cosine": round(float(cos.mean()), 6),
+        }
     base_idx = np.roll(next((c for c in cands.values() if c.min() >= 0 and c.max() < big_v), ar), 1)
     base_rows = th[torch.from_numpy(base_idx)]
     baseline = float((dn * torch.nn.functional.normalize(base_rows.float(), dim=1)).sum(dim=1).mean())
@@ -1033,11 +1192,16 @@ def check_lm_head_rows(draft_lm_head: Any, target_lm_head: Any, d2t: Any | None,
         if best is not None and valid[best]["mean_cosine"] <= baseline + 0.1:
             best = None  # no candidate stands out from mismatched rows
     confirmed = None
-    engine = "offsets" if "offsets" in hyps else "identity"  # without d2t, engines propose target id = draft id
+    engine = (
+        "offsets" if "offsets" in hyps else "identity"
+    )  # without d2t, engines propose target id = draft id
     if best is not None:
         if engine not in valid:
             confirmed = False  # the engines' reading points outside the target vocabulary
         else:
-            confirmed = (valid[engine].get("exact_fraction") == 1.0 if method == "exact"
-                         else valid[engine]["mean_cosine"] >= valid[best]["mean_cosine"] - 1e-6)
+            confirmed = (
+                valid[engine].get("exact_fraction") == 1.0
+                if method == "exact"
+                else valid[engine]["mean_cosine"] >= valid[best]["mean_cosine"] - 1e-6
+            )
     return LmHeadRowCheck(method, hyps, baseline, best, confirmed)

@@ -66,13 +66,17 @@ def _as_array(value: Any, what: str, path: Path) -> np.ndarray:
         try:
             arr = np.asarray(value)
         except ValueError as exc:  # ragged lists
-            raise UnusableInputError(f"{what} in {path} is not rectangular: {_one_line(exc)}", path=str(path)) from None
+            raise UnusableInputError(
+                f"{what} in {path} is not rectangular: {_one_line(exc)}", path=str(path)
+            ) from None
     else:
-        raise UnusableInputError(f"{what} in {path} is a {type(value).__name__}, expected a tensor or array",
-                                 path=str(path))
+        raise UnusableInputError(
+            f"{what} in {path} is a {type(value).__name__}, expected a tensor or array", path=str(path)
+        )
     if arr.ndim not in (1, 2):
-        raise UnusableInputError(f"{what} in {path} has shape {list(arr.shape)}; expected 1-D or 2-D",
-                                 path=str(path))
+        raise UnusableInputError(
+            f"{what} in {path} has shape {list(arr.shape)}; expected 1-D or 2-D", path=str(path)
+        )
     return arr
 
 
@@ -81,14 +85,18 @@ def _check(ids: np.ndarray, mask: np.ndarray | None, path: Path) -> tuple[np.nda
         if np.issubdtype(ids.dtype, np.floating) and ids.size and np.all(np.mod(ids, 1) == 0):
             ids = ids.astype(np.int64)
         else:
-            raise UnusableInputError(f"{IDS_KEY} in {path} has dtype {ids.dtype}; expected integers", path=str(path))
+            raise UnusableInputError(
+                f"{IDS_KEY} in {path} has dtype {ids.dtype}; expected integers", path=str(path)
+            )
     ids = ids.astype(np.int64, copy=False)
     if ids.size == 0:
         raise UnusableInputError(f"{IDS_KEY} in {path} is empty", path=str(path))
     if mask is not None:
         if mask.shape != ids.shape:
-            raise UnusableInputError(f"{MASK_KEY} in {path} has shape {list(mask.shape)}, {IDS_KEY} has "
-                                     f"{list(ids.shape)}", path=str(path))
+            raise UnusableInputError(
+                f"{MASK_KEY} in {path} has shape {list(mask.shape)}, {IDS_KEY} has {list(ids.shape)}",
+                path=str(path),
+            )
         mask = mask.astype(bool)
     return ids, mask
 
@@ -118,15 +126,18 @@ def load_token_ids(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
                 if not obj:
                     obj = dict.fromkeys(names)  # for the error message only
         except Exception as exc:
-            raise UnusableInputError(f"unreadable safetensors file {p}: {_one_line(exc)}", path=str(p)) from None
+            raise UnusableInputError(
+                f"unreadable safetensors file {p}: {_one_line(exc)}", path=str(p)
+            ) from None
         return _from_mapping(obj, p)
     if suffix in (".pt", ".pth"):
         loaded = safe_torch_load(p)
         if isinstance(loaded, torch.Tensor):
             return _check(_as_array(loaded, IDS_KEY, p), None, p)
         if not isinstance(loaded, dict):
-            raise UnusableInputError(f"{p} holds a {type(loaded).__name__}, expected a dict with {IDS_KEY!r}",
-                                     path=str(p))
+            raise UnusableInputError(
+                f"{p} holds a {type(loaded).__name__}, expected a dict with {IDS_KEY!r}", path=str(p)
+            )
         return _from_mapping(loaded, p)
     if suffix in (".npy", ".npz"):
         try:
@@ -137,7 +148,9 @@ def load_token_ids(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
             return _check(_as_array(loaded_np, IDS_KEY, p), None, p)
         with loaded_np as archive:
             return _from_mapping({k: archive[k] for k in archive.files}, p)
-    raise UnusableInputError(f"unsupported token-id file {p}: expected one of {', '.join(SUFFIXES)}", path=str(p))
+    raise UnusableInputError(
+        f"unsupported token-id file {p}: expected one of {', '.join(SUFFIXES)}", path=str(p)
+    )
 
 
 # -- streaming token-id files ------------------------------------------------------------------------
@@ -146,8 +159,20 @@ def load_token_ids(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
 CHUNK_TOKENS = 1 << 22
 
 
-_ST_DTYPES = {"I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1", "U64": "<u8", "U32": "<u4", "U16": "<u2",
-              "U8": "u1", "BOOL": "?", "F32": "<f4", "F64": "<f8", "F16": "<f2"}
+_ST_DTYPES = {
+    "I64": "<i8",
+    "I32": "<i4",
+    "I16": "<i2",
+    "I8": "i1",
+    "U64": "<u8",
+    "U32": "<u4",
+    "U16": "<u2",
+    "U8": "u1",
+    "BOOL": "?",
+    "F32": "<f4",
+    "F64": "<f8",
+    "F16": "<f2",
+}
 
 
 def _safetensors_memmap(p: Path, name: str, *, required: bool = True) -> np.ndarray | None:
@@ -166,7 +191,9 @@ def _safetensors_memmap(p: Path, name: str, *, required: bool = True) -> np.ndar
             return None
         dtype = _ST_DTYPES.get(info["dtype"])
         if dtype is None:
-            raise UnusableInputError(f"{name} in {p} has dtype {info['dtype']}; expected integers", path=str(p))
+            raise UnusableInputError(
+                f"{name} in {p} has dtype {info['dtype']}; expected integers", path=str(p)
+            )
         start, end = (int(x) for x in info["data_offsets"])
         shape = tuple(int(d) for d in info["shape"])
         count = int(np.prod(shape)) if shape else 1
@@ -200,8 +227,9 @@ def _open_streams(p: Path) -> tuple[Any, Any | None, tuple[int, ...], str]:
     return ids_arr, mask_arr, tuple(ids_arr.shape), str(ids_arr.dtype)
 
 
-def iter_token_chunks(path: str | Path, *, chunk_tokens: int = CHUNK_TOKENS
-                      ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+def iter_token_chunks(
+    path: str | Path, *, chunk_tokens: int = CHUNK_TOKENS
+) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
     """Stream ``(input_ids, loss_mask | None)`` chunks of whole rows from a token-id file.
 
     A 2-D file yields ``[rows, length]`` blocks; a 1-D file (one row) is yielded whole as a lazy
@@ -213,14 +241,17 @@ def iter_token_chunks(path: str | Path, *, chunk_tokens: int = CHUNK_TOKENS
         raise UnusableInputError(f"token-id file not found: {p}", path=str(p))
     ids_src, mask_src, shape, dtype = _open_streams(p)
     if len(shape) not in (1, 2):
-        raise UnusableInputError(f"{IDS_KEY} in {p} has shape {list(shape)}; expected 1-D or 2-D", path=str(p))
+        raise UnusableInputError(
+            f"{IDS_KEY} in {p} has shape {list(shape)}; expected 1-D or 2-D", path=str(p)
+        )
     if not any(dtype.lower().startswith(k) for k in ("int", "uint", "i", "u")) or dtype.lower() == "bool":
         raise UnusableInputError(f"{IDS_KEY} in {p} has dtype {dtype}; expected integers", path=str(p))
     if int(np.prod(shape)) == 0:
         raise UnusableInputError(f"{IDS_KEY} in {p} is empty", path=str(p))
     if mask_src is not None and tuple(mask_src.shape) != shape:
-        raise UnusableInputError(f"{MASK_KEY} in {p} has shape {list(mask_src.shape)}, {IDS_KEY} has {list(shape)}",
-                                 path=str(p))
+        raise UnusableInputError(
+            f"{MASK_KEY} in {p} has shape {list(mask_src.shape)}, {IDS_KEY} has {list(shape)}", path=str(p)
+        )
     if len(shape) == 1:  # one row: the counter splits it into blocks lazily
         yield ids_src, mask_src
         return
@@ -247,41 +278,77 @@ def token_file_size(path: str | Path) -> int | None:
     return None
 
 
-def build_vocab_mapping_from_file(path: str | Path, draft_vocab_size: int, target_vocab_size: int,
-                                  tie_break: str = "id", *, progress: bool | None = None) -> VocabMapping:
+def build_vocab_mapping_from_file(
+    path: str | Path,
+    draft_vocab_size: int,
+    target_vocab_size: int,
+    tie_break: str = "id",
+    *,
+    progress: bool | None = None,
+) -> VocabMapping:
     """:func:`~eagle3_forensics.vocab.build_vocab_mapping` over a token-id file, streamed."""
     # a callable, so that a tie-break can re-read the one block it needs instead of tracking every id
-    return build_vocab_mapping(lambda: iter_token_chunks(path), draft_vocab_size, target_vocab_size,
-                               tie_break=tie_break, progress=progress, total_tokens=token_file_size(path))
+    return build_vocab_mapping(
+        lambda: iter_token_chunks(path),
+        draft_vocab_size,
+        target_vocab_size,
+        tie_break=tie_break,
+        progress=progress,
+        total_tokens=token_file_size(path),
+    )
 
 
-def build_vocab_mapping_from_data(*, ids: str | Path | None = None, corpus: str | Path | None = None,
-                                  tokenizer: str | Path | None = None, draft_vocab_size: int,
-                                  target_vocab_size: int, tie_break: str = "id", chat_template: str | None = None,
-                                  progress: bool | None = None) -> VocabMapping:
+def build_vocab_mapping_from_data(
+    *,
+    ids: str | Path | None = None,
+    corpus: str | Path | None = None,
+    tokenizer: str | Path | None = None,
+    draft_vocab_size: int,
+    target_vocab_size: int,
+    tie_break: str = "id",
+    chat_template: str | None = None,
+    progress: bool | None = None,
+) -> VocabMapping:
     """Rebuild a map from training data: a token-id file (``ids``, preferred) or a JSONL ``corpus``
     tokenised with the target's ``tokenizer`` (same loss masks as the trainers)."""
     try:
         if ids is not None:
-            return build_vocab_mapping_from_file(ids, draft_vocab_size, target_vocab_size, tie_break,
-                                                 progress=progress)
+            return build_vocab_mapping_from_file(
+                ids, draft_vocab_size, target_vocab_size, tie_break, progress=progress
+            )
         if corpus is not None:
             if tokenizer is None:
-                raise UnusableInputError("a JSONL corpus needs the target's tokenizer directory (missing tokenizer)")
+                raise UnusableInputError(
+                    "a JSONL corpus needs the target's tokenizer directory (missing tokenizer)"
+                )
             tc = tokenize_corpus(corpus, tokenizer, chat_template=chat_template)
-            return build_vocab_mapping(tc.pairs, draft_vocab_size, target_vocab_size, tie_break=tie_break,
-                                       progress=progress, total_tokens=tc.tokens)
+            return build_vocab_mapping(
+                tc.pairs,
+                draft_vocab_size,
+                target_vocab_size,
+                tie_break=tie_break,
+                progress=progress,
+                total_tokens=tc.tokens,
+            )
     except ValueError as exc:
-        raise UnusableInputError(f"cannot build a vocabulary map from {ids if ids is not None else corpus}: "
-                                 f"{exc}") from None
+        raise UnusableInputError(
+            f"cannot build a vocabulary map from {ids if ids is not None else corpus}: {exc}"
+        ) from None
     raise UnusableInputError("no training data: give a token-id file or a JSONL corpus with a tokenizer")
 
 
 # -- tokenising a JSONL corpus ---------------------------------------------------------------------------
 
 TOKENIZER_FILE = "tokenizer.json"
-_SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-                   "system": "system", "tool": "tool", "function": "tool"}
+_SHAREGPT_ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "system": "system",
+    "tool": "tool",
+    "function": "tool",
+}
 
 
 def load_tokenizer(tokenizer_dir: str | Path) -> Any:
@@ -289,8 +356,11 @@ def load_tokenizer(tokenizer_dir: str | Path) -> Any:
     d = Path(tokenizer_dir)
     f = d if d.is_file() else d / TOKENIZER_FILE
     if not f.is_file():
-        extra = " (only a SentencePiece tokenizer.model: convert it to tokenizer.json with transformers)" if (
-            d / "tokenizer.model").is_file() else ""
+        extra = (
+            " (only a SentencePiece tokenizer.model: convert it to tokenizer.json with transformers)"
+            if (d / "tokenizer.model").is_file()
+            else ""
+        )
         raise UnusableInputError(f"no tokenizer: {f} not found{extra}", path=str(f))
     from tokenizers import Tokenizer
 
@@ -349,9 +419,16 @@ def render_chat(template: str, messages: list[dict[str, str]], special: dict[str
     def raise_exception(message: str) -> None:
         raise jinja2.exceptions.TemplateError(message)
 
-    def tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
-               sort_keys: bool = False) -> str:
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    def tojson(
+        x: Any,
+        ensure_ascii: bool = False,
+        indent: int | None = None,
+        separators: Any = None,
+        sort_keys: bool = False,
+    ) -> str:
+        return json.dumps(
+            x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+        )
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
     env.filters["tojson"] = tojson
@@ -368,7 +445,9 @@ class TokenizedCorpus:
     """One row of ids per JSONL record and its loss mask (what the trainers count)."""
 
     rows: list[np.ndarray]  # int64 ids per record
-    masks: list[np.ndarray]  # bool per record: text -> all, prompt/completion -> completion, chat -> assistant
+    masks: list[
+        np.ndarray
+    ]  # bool per record: text -> all, prompt/completion -> completion, chat -> assistant
     kinds: dict[str, int]  # records per kind ("text", "prompt_completion", "conversation")
     unlocated_turns: int = 0  # assistant turns the chat template rewrote beyond recognition (not counted)
 
@@ -408,7 +487,9 @@ def read_jsonl(path: str | Path, max_records: int | None = None) -> list[dict[st
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise UnusableInputError(f"{p}:{n}: not valid JSON ({_one_line(exc)})", path=str(p)) from None
+                    raise UnusableInputError(
+                        f"{p}:{n}: not valid JSON ({_one_line(exc)})", path=str(p)
+                    ) from None
                 if not isinstance(rec, dict):
                     raise UnusableInputError(f"{p}:{n}: expected a JSON object per line", path=str(p))
                 out.append(rec)
@@ -448,8 +529,13 @@ def _spans_mask(offsets: list[tuple[int, int]], spans: list[tuple[int, int]]) ->
     return mask
 
 
-def tokenize_corpus(corpus: str | Path, tokenizer_dir: str | Path, *, chat_template: str | None = None,
-                    max_records: int | None = None) -> TokenizedCorpus:
+def tokenize_corpus(
+    corpus: str | Path,
+    tokenizer_dir: str | Path,
+    *,
+    chat_template: str | None = None,
+    max_records: int | None = None,
+) -> TokenizedCorpus:
     """Tokenise a JSONL corpus with the target's tokenizer, with the loss mask the trainers use.
 
     Records: ``{"text": ...}`` (every token counted), ``{"prompt": ..., "completion"|"response": ...}``
@@ -476,7 +562,9 @@ def tokenize_corpus(corpus: str | Path, tokenizer_dir: str | Path, *, chat_templ
             spans.append([(0, len(rec["text"]))])
             plain.append(True)
             kinds["text"] += 1
-        elif isinstance(rec.get("prompt"), str) and isinstance(rec.get("completion", rec.get("response")), str):
+        elif isinstance(rec.get("prompt"), str) and isinstance(
+            rec.get("completion", rec.get("response")), str
+        ):
             prompt, completion = str(rec["prompt"]), str(rec.get("completion", rec.get("response")))
             texts.append(prompt + completion)
             spans.append([(len(prompt), len(prompt) + len(completion))])
@@ -487,8 +575,10 @@ def tokenize_corpus(corpus: str | Path, tokenizer_dir: str | Path, *, chat_templ
             if template is None:
                 template = read_chat_template(tokenizer_dir) if Path(tokenizer_dir).is_dir() else None
                 if template is None:
-                    raise UnusableInputError(f"{where} is a conversation but the tokenizer in {tokenizer_dir} has "
-                                             "no chat template (pass one with --chat-template)")
+                    raise UnusableInputError(
+                        f"{where} is a conversation but the tokenizer in {tokenizer_dir} has "
+                        "no chat template (pass one with --chat-template)"
+                    )
             rendered = render_chat(template, msgs, special)
             cursor, found = 0, []
             for m in msgs:
@@ -508,14 +598,18 @@ def tokenize_corpus(corpus: str | Path, tokenizer_dir: str | Path, *, chat_templ
             plain.append(False)
             kinds["conversation"] += 1
         else:
-            raise UnusableInputError(f"{where}: expected 'text', 'prompt'+'completion', or 'messages'/'conversations'")
+            raise UnusableInputError(
+                f"{where}: expected 'text', 'prompt'+'completion', or 'messages'/'conversations'"
+            )
     rows: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(texts)
     masks: list[np.ndarray] = [np.zeros(0, dtype=bool)] * len(texts)
     for flag in (True, False):
         idx = [i for i, p in enumerate(plain) if p is flag]
         if not idx:
             continue
-        for i, enc in zip(idx, tok.encode_batch([texts[i] for i in idx], add_special_tokens=flag), strict=True):
+        for i, enc in zip(
+            idx, tok.encode_batch([texts[i] for i in idx], add_special_tokens=flag), strict=True
+        ):
             rows[i] = np.asarray(enc.ids, dtype=np.int64)
             masks[i] = _spans_mask(enc.offsets, spans[i])
             if flag and spans[i] == [(0, len(texts[i]))]:
@@ -527,6 +621,7 @@ def tokenize_corpus(corpus: str | Path, tokenizer_dir: str | Path, *, chat_templ
 
 
 # -- vocabulary maps on disk -------------------------------------------------------------------------
+
 
 @dataclass
 class LoadedMapping:
@@ -561,10 +656,17 @@ class LoadedMapping:
         def desc(t: torch.Tensor | None) -> str | None:
             return None if t is None else f"{str(t.dtype).replace('torch.', '')} {list(t.shape)}"
 
-        return {"label": self.label, "path": str(self.path), "source": self.source,
-                "target_vocab_size": self.target_vocab_size, "draft_vocab_size": self.draft_vocab_size,
-                "d2t": desc(self.d2t), "t2d": desc(self.t2d),
-                "t2d_selected": None if self.t2d is None else int(self.t2d.bool().sum()), **self.metadata}
+        return {
+            "label": self.label,
+            "path": str(self.path),
+            "source": self.source,
+            "target_vocab_size": self.target_vocab_size,
+            "draft_vocab_size": self.draft_vocab_size,
+            "d2t": desc(self.d2t),
+            "t2d": desc(self.t2d),
+            "t2d_selected": None if self.t2d is None else int(self.t2d.bool().sum()),
+            **self.metadata,
+        }
 
 
 def _tensor_dict_from_file(p: Path) -> dict[str, Any]:
@@ -580,22 +682,28 @@ def _tensor_dict_from_file(p: Path) -> dict[str, Any]:
                 out["__keys__"] = list(fh.keys())
                 return out
         except Exception as exc:
-            raise UnusableInputError(f"unreadable safetensors file {p}: {_one_line(exc)}", path=str(p)) from None
+            raise UnusableInputError(
+                f"unreadable safetensors file {p}: {_one_line(exc)}", path=str(p)
+            ) from None
     if suffix in (".pt", ".pth", ".bin"):
         obj = safe_torch_load(p)
         if not isinstance(obj, dict):
-            raise UnusableInputError(f"{p} holds a {type(obj).__name__}, expected a dict with 'd2t'/'t2d'",
-                                     path=str(p))
+            raise UnusableInputError(
+                f"{p} holds a {type(obj).__name__}, expected a dict with 'd2t'/'t2d'", path=str(p)
+            )
         return {**{k: v for k, v in obj.items() if k in ("d2t", "t2d")}, "__keys__": list(obj)}
     if suffix == ".npz":
         try:
             with np.load(str(p), allow_pickle=False) as archive:
-                return {**{k: torch.from_numpy(archive[k]) for k in archive.files if k in ("d2t", "t2d")},
-                        "__keys__": list(archive.files)}
+                return {
+                    **{k: torch.from_numpy(archive[k]) for k in archive.files if k in ("d2t", "t2d")},
+                    "__keys__": list(archive.files),
+                }
         except Exception as exc:
             raise UnusableInputError(f"unreadable NumPy file {p}: {_one_line(exc)}", path=str(p)) from None
-    raise UnusableInputError(f"unsupported map file {p}: expected .safetensors, .pt or .npz (or a drafter directory)",
-                             path=str(p))
+    raise UnusableInputError(
+        f"unsupported map file {p}: expected .safetensors, .pt or .npz (or a drafter directory)", path=str(p)
+    )
 
 
 def _npy_tensor(p: Path) -> torch.Tensor:
@@ -605,7 +713,9 @@ def _npy_tensor(p: Path) -> torch.Tensor:
         raise UnusableInputError(f"unreadable NumPy file {p}: {_one_line(exc)}", path=str(p)) from None
 
 
-def load_mapping(path: str | Path, target: str | Path | None = None, label: str | None = None) -> LoadedMapping:
+def load_mapping(
+    path: str | Path, target: str | Path | None = None, label: str | None = None
+) -> LoadedMapping:
     """Read ``d2t``/``t2d`` from a drafter checkpoint (directory or weights file beside its
     ``config.json``), a map file (``.safetensors``/``.pt``/``.npz`` with ``d2t``/``t2d``, e.g. a
     ``vocab build`` output or a SpecForge cache) or a directory with speculators'
@@ -624,14 +734,25 @@ def load_mapping(path: str | Path, target: str | Path | None = None, label: str 
             d2t = _npy_tensor(p / "d2t.npy") if (p / "d2t.npy").is_file() else None
             t2d = _npy_tensor(p / "t2d.npy") if (p / "t2d.npy").is_file() else None
             big_v = int(t2d.shape[0]) if t2d is not None and t2d.dim() == 1 else big_v_target
-            return LoadedMapping(name, p, "speculators d2t.npy/t2d.npy", d2t, t2d, big_v,
-                                 None if d2t is None else int(d2t.numel()))
-        raise UnusableInputError(f"{p} has neither config.json (a drafter) nor d2t.npy/t2d.npy (a map)", path=str(p))
+            return LoadedMapping(
+                name,
+                p,
+                "speculators d2t.npy/t2d.npy",
+                d2t,
+                t2d,
+                big_v,
+                None if d2t is None else int(d2t.numel()),
+            )
+        raise UnusableInputError(
+            f"{p} has neither config.json (a drafter) nor d2t.npy/t2d.npy (a map)", path=str(p)
+        )
     if p.is_file() and p.suffix.lower() in (".npy",):
         if p.name in ("d2t.npy", "t2d.npy"):
             return load_mapping(p.parent, target, label)
-        raise UnusableInputError(f"a lone .npy map file is ambiguous: {p} (pass the directory holding d2t.npy "
-                                 "and t2d.npy)", path=str(p))
+        raise UnusableInputError(
+            f"a lone .npy map file is ambiguous: {p} (pass the directory holding d2t.npy and t2d.npy)",
+            path=str(p),
+        )
     if p.is_file() and (not (p.parent / "config.json").is_file() or _looks_like_map_file(p)):
         obj = _tensor_dict_from_file(p)
         d2t, t2d = obj.get("d2t"), obj.get("t2d")
@@ -640,8 +761,11 @@ def load_mapping(path: str | Path, target: str | Path | None = None, label: str 
             raise UnusableInputError(f"{p} holds neither 'd2t' nor 't2d' (keys: {keys})", path=str(p))
         meta = read_safetensors_metadata(obj.get("__metadata__") or {})
         big_v = int(t2d.shape[0]) if isinstance(t2d, torch.Tensor) and t2d.dim() == 1 else big_v_target
-        v = int(d2t.numel()) if isinstance(d2t, torch.Tensor) else (
-            int(t2d.bool().sum()) if isinstance(t2d, torch.Tensor) else None)
+        v = (
+            int(d2t.numel())
+            if isinstance(d2t, torch.Tensor)
+            else (int(t2d.bool().sum()) if isinstance(t2d, torch.Tensor) else None)
+        )
         return LoadedMapping(name, p, "mapping file", d2t, t2d, big_v, v, meta)
     from .checkpoint import open_checkpoint
     from .checks.context import Context
@@ -711,8 +835,10 @@ def save_mapping(mapping: Any, out: str | Path, metadata: dict[str, Any] | None 
 
 # -- lm_head rows -------------------------------------------------------------------------------------
 
-def lm_head_row_check(checkpoint: str | Path, target: str | Path | None, *, required: bool = True
-                       ) -> LmHeadRowCheck | None:
+
+def lm_head_row_check(
+    checkpoint: str | Path, target: str | Path | None, *, required: bool = True
+) -> LmHeadRowCheck | None:
     """Load the drafter's ``lm_head`` and its map and the target's ``lm_head`` (or tied embedding),
     then :func:`~eagle3_forensics.vocab.check_lm_head_rows`. A missing head (or ``target=None``)
     raises ``UnusableInputError``, or returns ``None`` when ``required`` is false."""

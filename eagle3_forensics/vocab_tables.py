@@ -28,7 +28,9 @@ def _frame(rows: list[dict[str, Any]] | dict[str, Any], columns: list[str] | Non
     import pandas as pd
 
     if isinstance(rows, dict):
-        return pd.DataFrame({"value": [_cell(v) for v in rows.values()]}, index=pd.Index(list(rows), name="field"))
+        return pd.DataFrame(
+            {"value": [_cell(v) for v in rows.values()]}, index=pd.Index(list(rows), name="field")
+        )
     return pd.DataFrame([{k: _cell(v) for k, v in r.items()} for r in rows], columns=columns, dtype=object)
 
 
@@ -54,8 +56,13 @@ def mapping_table(mapping: Any) -> Any:
 
 def evidence_table(res: VocabClassification) -> Any:
     """The classification and the evidence behind it."""
-    rows: dict[str, Any] = {"kind": res.kind, "meaning": res.meaning, "consistent": res.consistent,
-                            "target_vocab_size (V)": res.target_vocab_size, "draft_vocab_size (v)": res.draft_vocab_size}
+    rows: dict[str, Any] = {
+        "kind": res.kind,
+        "meaning": res.meaning,
+        "consistent": res.consistent,
+        "target_vocab_size (V)": res.target_vocab_size,
+        "draft_vocab_size (v)": res.draft_vocab_size,
+    }
     for name, value in res.agreement.items():
         rows[f"agreement if {name}"] = f"{value:.1%} of draft ids"
     rows["first wrong draft id"] = res.first_bad_index
@@ -69,11 +76,19 @@ def evidence_table(res: VocabClassification) -> Any:
 
 def samples_table(res: VocabClassification) -> Any:
     """Wrong draft ids: stored ``d2t``, the right offset and the target id an engine would use."""
-    return _frame([{"draft id": s["draft_id"], "stored d2t": s["stored"], "expected d2t": s["expected"],
-                    "engine proposes target": s["draft_id"] + s["stored"],
-                    "should propose": s["draft_id"] + s["expected"] if s["expected"] >= 0 else None}
-                   for s in res.samples],
-                  columns=["draft id", "stored d2t", "expected d2t", "engine proposes target", "should propose"])
+    return _frame(
+        [
+            {
+                "draft id": s["draft_id"],
+                "stored d2t": s["stored"],
+                "expected d2t": s["expected"],
+                "engine proposes target": s["draft_id"] + s["stored"],
+                "should propose": s["draft_id"] + s["expected"] if s["expected"] >= 0 else None,
+            }
+            for s in res.samples
+        ],
+        columns=["draft id", "stored d2t", "expected d2t", "engine proposes target", "should propose"],
+    )
 
 
 def first_entries_table(d2t: Any, t2d: Any = None, n: int = 24) -> Any:
@@ -98,9 +113,13 @@ def first_entries_table(d2t: Any, t2d: Any = None, n: int = 24) -> Any:
     return _frame(rows)
 
 
-_CANDIDATES = {"offsets": "d2t read as offsets (what engines do)", "absolute": "d2t read as absolute ids",
-               "double_offset": "d2t read as double offsets", "t2d": "nonzero(t2d)",
-               "identity": "identity (no map: target = draft id)"}
+_CANDIDATES = {
+    "offsets": "d2t read as offsets (what engines do)",
+    "absolute": "d2t read as absolute ids",
+    "double_offset": "d2t read as double offsets",
+    "t2d": "nonzero(t2d)",
+    "identity": "identity (no map: target = draft id)",
+}
 
 
 def row_check_table(check: LmHeadRowCheck | None) -> Any:
@@ -109,11 +128,20 @@ def row_check_table(check: LmHeadRowCheck | None) -> Any:
         return _frame({"lm_head row check": "skipped (no target lm_head or no drafter lm_head)"})
     rows = []
     for name, h in check.hypotheses.items():
-        rows.append({"candidate map": _CANDIDATES.get(name, name), "in range": h.get("in_range"),
-                     "exact rows": h.get("exact_fraction"), "first mismatch": h.get("first_mismatch"),
-                     "mean row cosine": h.get("mean_cosine"), "best": name == check.best})
+        rows.append(
+            {
+                "candidate map": _CANDIDATES.get(name, name),
+                "in range": h.get("in_range"),
+                "exact rows": h.get("exact_fraction"),
+                "first mismatch": h.get("first_mismatch"),
+                "mean row cosine": h.get("mean_cosine"),
+                "best": name == check.best,
+            }
+        )
     rows.append({"candidate map": "baseline (mismatched rows)", "mean row cosine": check.baseline_cosine})
-    frame = _frame(rows, ["candidate map", "in range", "exact rows", "first mismatch", "mean row cosine", "best"])
+    frame = _frame(
+        rows, ["candidate map", "in range", "exact rows", "first mismatch", "mean row cosine", "best"]
+    )
     frame.attrs["method"] = check.method
     return frame
 
@@ -139,19 +167,25 @@ def comparison_table(cmp: MappingComparison) -> Any:
 
     d = cmp.to_dict(limit=0)
     fields = ["label", "target_vocab_size", "draft_vocab_size", "kind", "selection_from", "fingerprint"]
-    frame = pd.DataFrame({"a": [d["a"][f] for f in fields], "b": [d["b"][f] for f in fields]},
-                         index=pd.Index(fields, name="field"))
-    extra = pd.DataFrame({"a": [cmp.common, round(cmp.jaccard, 6), d["only_in_a"]["count"], cmp.identical,
-                                cmp.d2t_equal],
-                          "b": [cmp.common, round(cmp.jaccard, 6), d["only_in_b"]["count"], cmp.identical,
-                                cmp.d2t_equal]},
-                         index=pd.Index(["ids in common", "jaccard", "ids only here", "same selection",
-                                         "d2t tensors equal"], name="field"))
+    frame = pd.DataFrame(
+        {"a": [d["a"][f] for f in fields], "b": [d["b"][f] for f in fields]},
+        index=pd.Index(fields, name="field"),
+    )
+    extra = pd.DataFrame(
+        {
+            "a": [cmp.common, round(cmp.jaccard, 6), d["only_in_a"]["count"], cmp.identical, cmp.d2t_equal],
+            "b": [cmp.common, round(cmp.jaccard, 6), d["only_in_b"]["count"], cmp.identical, cmp.d2t_equal],
+        },
+        index=pd.Index(
+            ["ids in common", "jaccard", "ids only here", "same selection", "d2t tensors equal"], name="field"
+        ),
+    )
     return pd.concat([frame, extra]).astype(str)
 
 
-def only_ids_table(cmp: MappingComparison, tokens: TokenTable | None = None, counts: Any = None,
-                   limit: int = 20) -> Any:
+def only_ids_table(
+    cmp: MappingComparison, tokens: TokenTable | None = None, counts: Any = None, limit: int = 20
+) -> Any:
     """Target ids selected by only one of the two maps, with their strings (and corpus counts)."""
     c = None if counts is None else np.asarray(getattr(counts, "counts", counts))
     rows = []
@@ -164,7 +198,9 @@ def only_ids_table(cmp: MappingComparison, tokens: TokenTable | None = None, cou
             if c is not None:
                 row["corpus count"] = int(c[i])
             rows.append(row)
-    return _frame(rows, ["side", "target id", "text", "class", "corpus count"] if rows else ["side", "target id"])
+    return _frame(
+        rows, ["side", "target id", "text", "class", "corpus count"] if rows else ["side", "target id"]
+    )
 
 
 def coverage_table(*reports: CoverageReport) -> Any:
@@ -174,18 +210,34 @@ def coverage_table(*reports: CoverageReport) -> Any:
     cols = {}
     for k, r in enumerate(reports):
         cols[r.label or f"map {k}"] = {
-            "draft vocabulary size v": r.draft_vocab_size, "target vocabulary size V": r.target_vocab_size,
-            "counted corpus tokens": r.total, "covered tokens": r.covered, "coverage": f"{r.coverage:.2%}",
+            "draft vocabulary size v": r.draft_vocab_size,
+            "target vocabulary size V": r.target_vocab_size,
+            "counted corpus tokens": r.total,
+            "covered tokens": r.covered,
+            "coverage": f"{r.coverage:.2%}",
             f"best possible with v={r.draft_vocab_size}": f"{r.oracle:.2%}",
-            "distinct ids in corpus": r.distinct, "distinct ids covered": r.distinct_covered,
-            "draft ids never seen in corpus": r.selected_unseen}
+            "distinct ids in corpus": r.distinct,
+            "distinct ids covered": r.distinct_covered,
+            "draft ids never seen in corpus": r.selected_unseen,
+        }
     return pd.DataFrame(cols).rename_axis("field").astype(str)
 
 
 def class_table(report: CoverageReport) -> Any:
     """Coverage per token class (special/added, byte-fallback, ordinary, no token)."""
-    return _frame(report.by_class, ["class", "tokens", "covered", "coverage", "share_of_corpus", "distinct_ids",
-                                    "distinct_uncovered", "ids_in_draft_vocab"])
+    return _frame(
+        report.by_class,
+        [
+            "class",
+            "tokens",
+            "covered",
+            "coverage",
+            "share_of_corpus",
+            "distinct_ids",
+            "distinct_uncovered",
+            "ids_in_draft_vocab",
+        ],
+    )
 
 
 def uncovered_table(report: CoverageReport) -> Any:
@@ -196,11 +248,20 @@ def uncovered_table(report: CoverageReport) -> Any:
 
 def counts_table(counts: TokenCounts) -> Any:
     """What was counted: ids read, counted (``loss_mask == 1``), distinct ids, rows."""
-    return _frame({"ids read": counts.tokens, "rows": counts.rows, "counted tokens (loss_mask == 1)": counts.counted,
-                   "distinct ids counted": counts.distinct, "target vocabulary size V": int(counts.counts.shape[0])})
+    return _frame(
+        {
+            "ids read": counts.tokens,
+            "rows": counts.rows,
+            "counted tokens (loss_mask == 1)": counts.counted,
+            "distinct ids counted": counts.distinct,
+            "target vocabulary size V": int(counts.counts.shape[0]),
+        }
+    )
 
 
 def token_class_table(tokens: TokenTable) -> Any:
     """How many vocabulary ids fall in each token class."""
     n = np.bincount(tokens.classes.astype(np.int64), minlength=len(TOKEN_CLASSES))
-    return _frame([{"class": name, "ids": int(n[k])} for k, name in enumerate(TOKEN_CLASSES)], ["class", "ids"])
+    return _frame(
+        [{"class": name, "ids": int(n[k])} for k, name in enumerate(TOKEN_CLASSES)], ["class", "ids"]
+    )

@@ -47,9 +47,18 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 ENV_INTERACTIVE = "E3F_INTERACTIVE"
 #: substrings of a kernel's parent command line that mean "executed headless, nobody is watching"
-HEADLESS_EXECUTORS = ("papermill", "nbclient", "nbconvert", "jupyter-execute", "jupyter_execute", "nbmake",
-                      "pytest", "eagle3_forensics", "eagle3-forensics")
-STATIC_NOTE = ("static view: open the notebook in JupyterLab for the interactive explorer")
+HEADLESS_EXECUTORS = (
+    "papermill",
+    "nbclient",
+    "nbconvert",
+    "jupyter-execute",
+    "jupyter_execute",
+    "nbmake",
+    "pytest",
+    "eagle3_forensics",
+    "eagle3-forensics",
+)
+STATIC_NOTE = "static view: open the notebook in JupyterLab for the interactive explorer"
 MAX_ROWS = 400
 
 
@@ -101,8 +110,9 @@ class Explorer:
     called in interactive mode (so headless runs create no widget, no comm and no widget state).
     """
 
-    def __init__(self, title: str, static: Callable[[], str], build: Callable[[], Any],
-                 interactive: bool | None = None) -> None:
+    def __init__(
+        self, title: str, static: Callable[[], str], build: Callable[[], Any], interactive: bool | None = None
+    ) -> None:
         self.title = title
         self._static = static
         self.interactive = interactive_frontend() if interactive is None else bool(interactive)
@@ -121,8 +131,9 @@ class Explorer:
 
 def unavailable(title: str, reason: str) -> Explorer:
     """An explorer that only says why it cannot be shown (the same in every mode)."""
-    return Explorer(title, lambda: _note(f"not available: {' '.join(reason.split())}"), lambda: None,
-                    interactive=False)
+    return Explorer(
+        title, lambda: _note(f"not available: {' '.join(reason.split())}"), lambda: None, interactive=False
+    )
 
 
 def _note(text: str) -> str:
@@ -140,8 +151,9 @@ def figure_html(fig: Any, alt: str = "figure") -> str:
 # -- tensor / key browser ------------------------------------------------------------------------
 
 
-def tensor_key_table(diagnosis: Diagnosis, inspection: Inspection, query: str = "",
-                     action: str | None = None) -> pd.DataFrame:
+def tensor_key_table(
+    diagnosis: Diagnosis, inspection: Inspection, query: str = "", action: str | None = None
+) -> pd.DataFrame:
     """One row per checkpoint tensor: name, shape, dtype, shard, and the action of every simulated
     engine (``loaded``, ``renamed -> param``, ``dropped``, ...).
 
@@ -164,8 +176,15 @@ def tensor_key_table(diagnosis: Diagnosis, inspection: Inspection, query: str = 
         acts = {e: fates[e].get(t.name, "") for e in engines}
         if action and not any(a.split(" ")[0] == action for a in acts.values()):
             continue
-        rows.append({"name": visible(t.name), "shape": str(list(t.shape)), "dtype": visible(t.dtype),
-                     "shard": visible(t.shard), **{e: visible(a) for e, a in acts.items()}})
+        rows.append(
+            {
+                "name": visible(t.name),
+                "shape": str(list(t.shape)),
+                "dtype": visible(t.dtype),
+                "shard": visible(t.shard),
+                **{e: visible(a) for e, a in acts.items()},
+            }
+        )
     return pd.DataFrame(rows, columns=["name", "shape", "dtype", "shard", *engines])
 
 
@@ -189,9 +208,12 @@ def _tensor_html(diagnosis: Diagnosis, inspection: Inspection, query: str, actio
     except ValueError as exc:
         return f'<p style="color:#c62828">{esc(exc)}</p>'
     total = len(inspection.tensors)
-    head = (f"<p>{len(df)} of {total} tensors"
-            + (f" matching <code>{esc(query)}</code>" if query else "")
-            + (f" that an engine treats as <code>{esc(action)}</code>" if action else "") + "</p>")
+    head = (
+        f"<p>{len(df)} of {total} tensors"
+        + (f" matching <code>{esc(query)}</code>" if query else "")
+        + (f" that an engine treats as <code>{esc(action)}</code>" if action else "")
+        + "</p>"
+    )
     if df.empty:
         return head
     shown = df.head(MAX_ROWS)
@@ -199,9 +221,15 @@ def _tensor_html(diagnosis: Diagnosis, inspection: Inspection, query: str, actio
     return head + table_html(shown) + more
 
 
-def tensor_browser(checkpoint: str | Path | Diagnosis, target: str | Path | None = None, *,
-                   query: str = "", action: str | None = None, inspection: Inspection | None = None,
-                   interactive: bool | None = None) -> Explorer:
+def tensor_browser(
+    checkpoint: str | Path | Diagnosis,
+    target: str | Path | None = None,
+    *,
+    query: str = "",
+    action: str | None = None,
+    inspection: Inspection | None = None,
+    interactive: bool | None = None,
+) -> Explorer:
     """Browse the checkpoint's tensors and each engine's action on them, with a name filter.
 
     ``checkpoint`` is a drafter directory or an existing :class:`Diagnosis` (then pass its
@@ -222,10 +250,16 @@ def tensor_browser(checkpoint: str | Path | Diagnosis, target: str | Path | None
         import ipywidgets as w
         from IPython.display import HTML, display
 
-        text = w.Text(value=query, placeholder="filter names (substring, or re:PATTERN)",
-                      description="filter", continuous_update=True, layout=w.Layout(width="28em"))
-        act = w.Dropdown(options=[("any action", "")] + [(a, a) for a in ACTIONS], value=action or "",
-                         description="action")
+        text = w.Text(
+            value=query,
+            placeholder="filter names (substring, or re:PATTERN)",
+            description="filter",
+            continuous_update=True,
+            layout=w.Layout(width="28em"),
+        )
+        act = w.Dropdown(
+            options=[("any action", "")] + [(a, a) for a in ACTIONS], value=action or "", description="action"
+        )
         out = w.Output()
 
         def refresh(_change: Any = None) -> None:
@@ -356,7 +390,11 @@ class TokenLookup:
             return f"draft {i} → {got}{self._tok(got)} ✗"
         wrong = np.flatnonzero(em.targets == t)
         if wrong.size:
-            return f"proposed by draft {int(wrong[0])}" + (f" (+{wrong.size - 1})" if wrong.size > 1 else "") + " ✗"
+            return (
+                f"proposed by draft {int(wrong[0])}"
+                + (f" (+{wrong.size - 1})" if wrong.size > 1 else "")
+                + " ✗"
+            )
         return "never proposed"
 
     def _tok(self, t: int) -> str:
@@ -380,8 +418,10 @@ class TokenLookup:
 
     def summary_html(self) -> str:
         m = self.mapping
-        parts = [f"target vocabulary {esc(m.target_vocab_size)}, draft vocabulary {esc(m.draft_vocab_size)}",
-                 f"draft→target from {esc(self.selected_source)}"]
+        parts = [
+            f"target vocabulary {esc(m.target_vocab_size)}, draft vocabulary {esc(m.draft_vocab_size)}",
+            f"draft→target from {esc(self.selected_source)}",
+        ]
         cov = self.coverage
         if cov is not None:
             parts.append(f"corpus coverage of the draft vocabulary {cov:.1%}")
@@ -406,12 +446,16 @@ def engine_maps(diagnosis: Diagnosis, d2t: Any | None, draft_vocab_size: int | N
         if rejected:
             out.append(EngineMap(name, None, f"refuses to load (rejects {rejected[0]!r})"))
             continue
-        used = any(canonical_name(f.key) == "d2t" and f.action in ("loaded", "renamed", "fused", "consumed")
-                   for f in load.fates)
+        used = any(
+            canonical_name(f.key) == "d2t" and f.action in ("loaded", "renamed", "fused", "consumed")
+            for f in load.fates
+        )
         if used and stored is not None:
             absolute = rules is not None and rules.d2t_encoding == "absolute"
             targets = stored.copy() if absolute else stored + np.arange(stored.shape[0], dtype=np.int64)
-            out.append(EngineMap(name, targets, "reads d2t as " + ("absolute ids" if absolute else "offsets")))
+            out.append(
+                EngineMap(name, targets, "reads d2t as " + ("absolute ids" if absolute else "offsets"))
+            )
         elif v is not None:
             why = rules.missing_d2t if rules is not None else "identity"
             out.append(EngineMap(name, np.arange(v, dtype=np.int64), f"no d2t used: {why}"))
@@ -420,9 +464,14 @@ def engine_maps(diagnosis: Diagnosis, d2t: Any | None, draft_vocab_size: int | N
     return out
 
 
-def token_lookup_data(checkpoint: str | Path, target: str | Path | None = None, *,
-                      ids: str | Path | None = None, corpus: str | Path | None = None,
-                      diagnosis: Diagnosis | None = None) -> TokenLookup:
+def token_lookup_data(
+    checkpoint: str | Path,
+    target: str | Path | None = None,
+    *,
+    ids: str | Path | None = None,
+    corpus: str | Path | None = None,
+    diagnosis: Diagnosis | None = None,
+) -> TokenLookup:
     """Build a :class:`TokenLookup` for a drafter (or a map file) and its target."""
     from .coverage import corpus_counts, token_table
     from .diagnose import diagnose
@@ -443,8 +492,9 @@ def token_lookup_data(checkpoint: str | Path, target: str | Path | None = None, 
             tokenizer = None
     counts = None
     if (ids is not None or corpus is not None) and m.target_vocab_size is not None:
-        counts = corpus_counts(ids=ids, corpus=corpus, tokenizer=target, target_vocab_size=m.target_vocab_size,
-                               progress=False).counts
+        counts = corpus_counts(
+            ids=ids, corpus=corpus, tokenizer=target, target_vocab_size=m.target_vocab_size, progress=False
+        ).counts
     engines: list[EngineMap] = []
     if Path(checkpoint).is_dir() and (Path(checkpoint) / "config.json").is_file():
         d = diagnosis if diagnosis is not None else diagnose(checkpoint, target=target)
@@ -456,10 +506,16 @@ def _lookup_html(data: TokenLookup, queries: Sequence[str | int]) -> str:
     return data.summary_html() + table_html(data.table(queries))
 
 
-def token_lookup(checkpoint: str | Path | TokenLookup, target: str | Path | None = None, *,
-                 queries: Sequence[str | int] | None = None, ids: str | Path | None = None,
-                 corpus: str | Path | None = None, diagnosis: Diagnosis | None = None,
-                 interactive: bool | None = None) -> Explorer:
+def token_lookup(
+    checkpoint: str | Path | TokenLookup,
+    target: str | Path | None = None,
+    *,
+    queries: Sequence[str | int] | None = None,
+    ids: str | Path | None = None,
+    corpus: str | Path | None = None,
+    diagnosis: Diagnosis | None = None,
+    interactive: bool | None = None,
+) -> Explorer:
     """Draft↔target token lookup. Static view: ``queries`` (default: the most frequent corpus tokens)."""
     if isinstance(checkpoint, TokenLookup):
         data = checkpoint
@@ -477,8 +533,13 @@ def token_lookup(checkpoint: str | Path | TokenLookup, target: str | Path | None
         import ipywidgets as w
         from IPython.display import HTML, display
 
-        text = w.Text(value="", placeholder="token string, target id, or d:<draft id>", description="token",
-                      continuous_update=False, layout=w.Layout(width="28em"))
+        text = w.Text(
+            value="",
+            placeholder="token string, target id, or d:<draft id>",
+            description="token",
+            continuous_update=False,
+            layout=w.Layout(width="28em"),
+        )
         out = w.Output()
 
         def refresh(_change: Any = None) -> None:
@@ -502,32 +563,55 @@ def probe_html(result: ProbeResult) -> str:
     from .probe import per_position_figure, per_position_table, summary_table
 
     fig = per_position_figure(result)
-    return (table_html(summary_table(result)) + table_html(per_position_table(result))
-            + figure_html(fig, "per-position acceptance"))
+    return (
+        table_html(summary_table(result))
+        + table_html(per_position_table(result))
+        + figure_html(fig, "per-position acceptance")
+    )
 
 
-def probe_controls(checkpoint: str | Path, target: str | Path | None, prompts: str | Path | None, *,
-                   result: ProbeResult | None = None, k: int = 3, max_new_tokens: int = 32,
-                   max_prompts: int = 4, engine: str = "reference", device: str = "auto",
-                   interactive: bool | None = None) -> Explorer:
+def probe_controls(
+    checkpoint: str | Path,
+    target: str | Path | None,
+    prompts: str | Path | None,
+    *,
+    result: ProbeResult | None = None,
+    k: int = 3,
+    max_new_tokens: int = 32,
+    max_prompts: int = 4,
+    engine: str = "reference",
+    device: str = "auto",
+    interactive: bool | None = None,
+) -> Explorer:
     """Controls to re-run the live probe (K, new tokens, prompts, engine view, device).
 
     The static view shows ``result`` (the run already made with the notebook's parameters).
     """
+
     def static() -> str:
         import pandas as pd
 
-        controls = pd.DataFrame([("K (draft tokens per cycle)", k), ("new tokens per prompt", max_new_tokens),
-                                 ("prompts (the first n)", max_prompts), ("engine view", engine),
-                                 ("device", device), ("prompts file", visible(prompts))], columns=["control", "value"])
+        controls = pd.DataFrame(
+            [
+                ("K (draft tokens per cycle)", k),
+                ("new tokens per prompt", max_new_tokens),
+                ("prompts (the first n)", max_prompts),
+                ("engine view", engine),
+                ("device", device),
+                ("prompts file", visible(prompts)),
+            ],
+            columns=["control", "value"],
+        )
         if result is None:
             why = "no target or prompts given" if target is None or prompts is None else "not run"
             last = _note(f"probe {why}")
         else:
             per_pos = " / ".join(f"{x:.3f}" for x in result.per_position_cumulative)
-            last = (f"<p>With these values: acceptance length <b>{result.acceptance_length:.3f}</b>, per-position "
-                    f"acceptance (cumulative) {esc(per_pos)}, lossless {esc(result.lossless)} "
-                    f"({result.prompts} prompts, {esc(result.device)}).</p>")
+            last = (
+                f"<p>With these values: acceptance length <b>{result.acceptance_length:.3f}</b>, per-position "
+                f"acceptance (cumulative) {esc(per_pos)}, lossless {esc(result.lossless)} "
+                f"({result.prompts} prompts, {esc(result.device)}).</p>"
+            )
         return table_html(controls) + last + _note(STATIC_NOTE)
 
     def build() -> Any:
@@ -556,9 +640,17 @@ def probe_controls(checkpoint: str | Path, target: str | Path | None, prompts: s
                     display(HTML(_note("the probe needs a target and prompts")))
                     return
                 display(HTML(_note("running…")))
-                r = probe(checkpoint, target, read_prompts(prompts)[: n.value], k=kk.value,
-                          max_new_tokens=tokens.value, device=dev.value, engine=view.value,
-                          teacher_forced=False, sweep=False)
+                r = probe(
+                    checkpoint,
+                    target,
+                    read_prompts(prompts)[: n.value],
+                    k=kk.value,
+                    max_new_tokens=tokens.value,
+                    device=dev.value,
+                    engine=view.value,
+                    teacher_forced=False,
+                    sweep=False,
+                )
                 out.clear_output(wait=True)
                 display(HTML(probe_html(r)))
 

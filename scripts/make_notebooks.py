@@ -109,7 +109,9 @@ t = triage(checkpoint, target, engine, prompts, max_prompts=max_prompts, k=k, ma
            probe_engine=probe_engine, device=device)
 HTML(verdict_html(t.diagnosis))
 """),
-        md("## Top findings and fixes\n\nOne card per finding code, with the engines it hits; notebook 01 lists every finding."),
+        md(
+            "## Top findings and fixes\n\nOne card per finding code, with the engines it hits; notebook 01 lists every finding."
+        ),
         code("HTML(top_findings_html(t.diagnosis, top))"),
         md("""
 ## Per-engine load summary
@@ -129,14 +131,18 @@ num_drafts`.
 """),
         code("HTML(acceptance_html(t))"),
         code("acceptance_figure(t)"),
-        md("## Explore\n\nLive widgets in JupyterLab; static tables and figures under papermill and in reports."),
+        md(
+            "## Explore\n\nLive widgets in JupyterLab; static tables and figures under papermill and in reports."
+        ),
         code("tensor_browser(t.diagnosis, inspection=t.inspection, query=key_filter)"),
         code("token_lookup(checkpoint, target, queries=lookup, ids=ids, diagnosis=t.diagnosis)"),
         code("""
 probe_controls(checkpoint, target, prompts, result=t.probe, k=k, max_new_tokens=max_new_tokens,
                max_prompts=max_prompts, engine=probe_engine, device=device)
 """),
-        md("## Machine-readable record\n\nWritten to the file named by `$E3F_RECORD` (nothing is written when it is unset)."),
+        md(
+            "## Machine-readable record\n\nWritten to the file named by `$E3F_RECORD` (nothing is written when it is unset)."
+        ),
         code("record_triage(t)"),
     ]
     return notebook(cells, "00_triage")
@@ -391,7 +397,9 @@ The same fix as a checkpoint: `eagle3-forensics repair` writes an engine-ready c
 it supports (here into a throw-away directory; the original is never touched) and re-runs `diagnose`.
 """),
         code("show_table(repair_table(checkpoint, target))"),
-        md("## Machine-readable record\n\nWritten to the file named by `$E3F_RECORD` (nothing is written when it is unset)."),
+        md(
+            "## Machine-readable record\n\nWritten to the file named by `$E3F_RECORD` (nothing is written when it is unset)."
+        ),
         code("""
 record("vocab_kind", cls.kind)
 record("vocab_fix", fix.to_dict())
@@ -459,7 +467,9 @@ from eagle3_forensics.vocab_tables import (
 m = load_mapping(checkpoint, target)
 mapping_table(m)
 """),
-        md("## The corpus\n\nCounted tokens per target id (`loss_mask == 1`; a JSONL text counts every token)."),
+        md(
+            "## The corpus\n\nCounted tokens per target id (`loss_mask == 1`; a JSONL text counts every token)."
+        ),
         code("""
 counts = corpus_counts(ids=ids, corpus=corpus, tokenizer=target, target_vocab_size=m.target_vocab_size)
 counts_table(counts)
@@ -496,7 +506,9 @@ cov_rebuilt = coverage_report(counts, rebuilt, tokens, top_n=top_n, label="rebui
 coverage_table(cov, cov_rebuilt)
 """),
         code("plot_coverage_curve([cov, cov_rebuilt])"),
-        md("## Machine-readable record\n\nWritten to the file named by `$E3F_RECORD` (nothing is written when it is unset)."),
+        md(
+            "## Machine-readable record\n\nWritten to the file named by `$E3F_RECORD` (nothing is written when it is unset)."
+        ),
         code("""
 record("coverage", cov.to_dict())
 record("coverage_rebuilt", cov_rebuilt.coverage)
@@ -620,7 +632,9 @@ print(render_server_probe(sr) if sr is not None else "server section skipped (se
 """),
         code("show_table(engine_gap_table(sr)) if sr is not None and sr.compare else None"),
         code("engine_gap_figure(sr) if sr is not None and sr.compare else None"),
-        md("## Machine-readable record\n\nWritten to the file named by `$E3F_RECORD` (nothing is written when it is unset)."),
+        md(
+            "## Machine-readable record\n\nWritten to the file named by `$E3F_RECORD` (nothing is written when it is unset)."
+        ),
         code("""
 record("probe", r.to_dict())
 record("variants", table_records(table) if table is not None else None)

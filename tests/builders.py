@@ -38,7 +38,9 @@ MAX_POS = 2048
 _UNSET: Any = object()  # "use the default for this style"
 
 
-def selection(vocab: int = V, draft: int = SMALL_V, seed: int = 0, leading: int = LEADING_IDENTITY) -> torch.Tensor:
+def selection(
+    vocab: int = V, draft: int = SMALL_V, seed: int = 0, leading: int = LEADING_IDENTITY
+) -> torch.Tensor:
     """Ascending target ids of a draft vocabulary: ``0..leading-1`` then scattered ids."""
     leading = min(leading, draft)
     rest = sorted(random.Random(seed).sample(range(leading, vocab), draft - leading))
@@ -57,6 +59,7 @@ def target_lm_head(vocab: int = V, hidden: int = H, seed: int = 4321) -> torch.T
 
 
 # -- drafter ------------------------------------------------------------------------------------
+
 
 @dataclass
 class DrafterSpec:
@@ -285,7 +288,9 @@ def drafter_tensors(spec: DrafterSpec) -> dict[str, torch.Tensor]:
         t.view(-1)[0] = float("nan")
         out[spec.nan_in] = t
     for name, (shape, dtype) in spec.extra_keys.items():
-        out[name] = torch.zeros(shape, dtype=dtype) if not dtype.is_floating_point else torch.randn(shape).to(dtype)
+        out[name] = (
+            torch.zeros(shape, dtype=dtype) if not dtype.is_floating_point else torch.randn(shape).to(dtype)
+        )
     for name in spec.remove_keys:
         out.pop(name)
     return out
@@ -323,8 +328,12 @@ def _norm_flags(spec: DrafterSpec) -> dict[str, Any]:
     nbr = spec.norm_before_residual
     if nbr is _UNSET:
         nbr = False if spec.speculators else None
-    flags = {"norm_before_residual": nbr, "norm_before_fc": spec.norm_before_fc,
-             "fc_norm": spec.fc_norm, "norm_output": spec.norm_output}
+    flags = {
+        "norm_before_residual": nbr,
+        "norm_before_fc": spec.norm_before_fc,
+        "fc_norm": spec.fc_norm,
+        "norm_output": spec.norm_output,
+    }
     return {k: v for k, v in flags.items() if v is not None}
 
 
@@ -339,8 +348,10 @@ def drafter_config(spec: DrafterSpec) -> dict[str, Any]:
                 "algorithm": "eagle3",
                 "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3}],
                 "default_proposal_method": "greedy",
-                "verifier": {"name_or_path": "tiny-target",
-                             "architectures": spec.verifier_architectures or ["LlamaForCausalLM"]},
+                "verifier": {
+                    "name_or_path": "tiny-target",
+                    "architectures": spec.verifier_architectures or ["LlamaForCausalLM"],
+                },
             },
             "transformer_layer_config": _llama_fields(spec),
             "target_hidden_size": spec.target_hidden_size,
@@ -373,8 +384,11 @@ def drafter_config(spec: DrafterSpec) -> dict[str, Any]:
 def write_checkpoint(directory: Path, config: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    save_file({k: tensors[k].contiguous() for k in sorted(tensors)}, str(directory / "model.safetensors"),
-              metadata={"format": "pt"})
+    save_file(
+        {k: tensors[k].contiguous() for k in sorted(tensors)},
+        str(directory / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     return directory
 
 
@@ -386,12 +400,14 @@ def build_drafter(directory: str | Path, spec: DrafterSpec | None = None, **chan
 
 def speculators_spec(**changes: Any) -> DrafterSpec:
     """A healthy speculators-format drafter: ``layers.0.*`` keys, nested config, the target's embedding."""
-    base = DrafterSpec(layout="layers", config_style="speculators",
-                       aux_top=[2, TARGET_LAYERS // 2, TARGET_LAYERS - 3])
+    base = DrafterSpec(
+        layout="layers", config_style="speculators", aux_top=[2, TARGET_LAYERS // 2, TARGET_LAYERS - 3]
+    )
     return base.with_(**changes)
 
 
 # -- target -------------------------------------------------------------------------------------
+
 
 def build_target(
     directory: str | Path,
@@ -426,7 +442,12 @@ def build_target(
     (d / "config.json").write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
     if with_weights:
         emb = embedding if embedding is not None else target_embedding(vocab, hidden)
-        save_file({"model.embed_tokens.weight": emb.contiguous(),
-                   "lm_head.weight": target_lm_head(vocab, hidden).contiguous()},
-                  str(d / "model.safetensors"), metadata={"format": "pt"})
+        save_file(
+            {
+                "model.embed_tokens.weight": emb.contiguous(),
+                "lm_head.weight": target_lm_head(vocab, hidden).contiguous(),
+            },
+            str(d / "model.safetensors"),
+            metadata={"format": "pt"},
+        )
     return d

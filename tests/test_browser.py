@@ -40,8 +40,16 @@ DEMO = ROOT / "data" / "demo"
 XSS_JS = "document.title='XSS';document.documentElement.setAttribute('data-xss','1')"
 TENSOR_PAYLOAD = f'<img src=x onerror="{XSS_JS}">'
 DRAFTER_PAYLOAD = f"<img src=x onerror={XSS_JS.replace(' ', '')}>"  # no '/', so it is a directory name too
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 # -- Chromium -------------------------------------------------------------------------------------
@@ -64,7 +72,11 @@ def chromium() -> str:
         pytest.skip("chromium is not installed and this is not root with apt-get: cannot install it")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     reasons = []
-    for cmd in (["apt-get", "install", "-y", "chromium"], ["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
+    for cmd in (
+        ["apt-get", "install", "-y", "chromium"],
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "chromium"],
+    ):
         try:
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -85,9 +97,12 @@ class WebSocket:
         u = urlparse(url)
         self.sock = socket.create_connection((u.hostname or "127.0.0.1", u.port or 80), timeout=timeout)
         key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall((f"GET {u.path} HTTP/1.1\r\nHost: {u.hostname}:{u.port}\r\nUpgrade: websocket\r\n"
-                           f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n")
-                          .encode())
+        self.sock.sendall(
+            (
+                f"GET {u.path} HTTP/1.1\r\nHost: {u.hostname}:{u.port}\r\nUpgrade: websocket\r\n"
+                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            ).encode()
+        )
         head = b""
         while b"\r\n\r\n" not in head:
             chunk = self.sock.recv(4096)
@@ -190,8 +205,11 @@ class DevTools:
 @pytest.fixture(scope="module")
 def browser(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevTools]:
     profile = tmp_path_factory.mktemp("chromium-profile")  # fresh and empty
-    proc = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
-                             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [chromium, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         port_file = profile / "DevToolsActivePort"
         deadline = time.monotonic() + 60
@@ -268,10 +286,17 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "timeout": 120,
         "env": {"OMP_NUM_THREADS": "1"},
         "parameters": {"target": str(DEMO / "target")},
-        "notebooks": {"00_triage": {"prompts": str(DEMO / "prompts.jsonl"), "max_prompts": 1, "max_new_tokens": 8,
-                                    "device": "cpu", "ids": str(DEMO / "corpus_ids.safetensors"),
-                                    "key_filter": "img"},
-                      "01_checkpoint_keys": {}},
+        "notebooks": {
+            "00_triage": {
+                "prompts": str(DEMO / "prompts.jsonl"),
+                "max_prompts": 1,
+                "max_new_tokens": 8,
+                "device": "cpu",
+                "ids": str(DEMO / "corpus_ids.safetensors"),
+                "key_filter": "img",
+            },
+            "01_checkpoint_keys": {},
+        },
         "drafters": {DRAFTER_PAYLOAD: str(evil)},
     }
     cfg = base / "run.yaml"
@@ -282,7 +307,9 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.timeout(300)
-def test_index_and_reports_render_without_errors_or_script_execution(rendered: Path, browser: DevTools) -> None:
+def test_index_and_reports_render_without_errors_or_script_execution(
+    rendered: Path, browser: DevTools
+) -> None:
     summary = json.loads((rendered / "summary.json").read_text())
     reports = {r["notebook"]: rendered / r["html"] for r in summary["runs"]}
     assert set(reports) == {"00_triage", "01_checkpoint_keys"}

@@ -59,14 +59,31 @@ def test_token_table_byte_level_demo() -> None:
 
 
 def test_token_table_sentencepiece_style(tmp_path: Path) -> None:
-    spec = {"added_tokens": [{"id": 0, "content": "<unk>"}, {"id": 1, "content": "<s>"}],
-            "decoder": {"type": "Sequence", "decoders": [{"type": "Replace"}, {"type": "ByteFallback"}]},
-            "model": {"type": "Unigram", "vocab": [["<unk>", 0], ["<s>", 0], ["<0x0A>", 0], ["<0xE2>", 0],
-                                                     ["▁hello", -1.0], ["ing", -2.0]]}}
+    spec = {
+        "added_tokens": [{"id": 0, "content": "<unk>"}, {"id": 1, "content": "<s>"}],
+        "decoder": {"type": "Sequence", "decoders": [{"type": "Replace"}, {"type": "ByteFallback"}]},
+        "model": {
+            "type": "Unigram",
+            "vocab": [
+                ["<unk>", 0],
+                ["<s>", 0],
+                ["<0x0A>", 0],
+                ["<0xE2>", 0],
+                ["▁hello", -1.0],
+                ["ing", -2.0],
+            ],
+        },
+    }
     (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
     t = token_table(tmp_path)
-    assert [t.class_of(i) for i in range(6)] == ["special/added", "special/added", "byte-fallback",
-                                                  "byte-fallback", "ordinary", "ordinary"]
+    assert [t.class_of(i) for i in range(6)] == [
+        "special/added",
+        "special/added",
+        "byte-fallback",
+        "byte-fallback",
+        "ordinary",
+        "ordinary",
+    ]
     assert t.text(2) == "\\x0a" and t.text(4) == " hello"
     with pytest.raises(UnusableInputError, match=r"tokenizer\.json not found"):
         token_table(tmp_path / "absent")
@@ -91,7 +108,11 @@ def test_coverage_report_numbers() -> None:
     for form in (mask, torch.from_numpy(mask), torch.from_numpy(sel)):
         assert coverage_report(counts, form).covered == 60
     d = r.to_dict()
-    assert d["coverage"] == round(60 / 105, 6) and d["curve"]["4"] == round(r.oracle, 6) and d["curve"]["8"] == 1.0
+    assert (
+        d["coverage"] == round(60 / 105, 6)
+        and d["curve"]["4"] == round(r.oracle, 6)
+        and d["curve"]["8"] == 1.0
+    )
     with pytest.raises(ValueError, match="not the same vocabulary"):
         coverage_report(counts, np.zeros(9, dtype=bool))
     with pytest.raises(ValueError, match="no counted tokens"):
@@ -114,7 +135,9 @@ def test_coverage_by_class_sums(demo_copy: Path) -> None:
     tokens = token_table(TARGET, 512)
     r = coverage_report(counts, m, tokens, top_n=10)
     assert [c["class"] for c in r.by_class] == list(TOKEN_CLASSES)
-    assert sum(c["tokens"] for c in r.by_class) == r.total and sum(c["covered"] for c in r.by_class) == r.covered
+    assert (
+        sum(c["tokens"] for c in r.by_class) == r.total and sum(c["covered"] for c in r.by_class) == r.covered
+    )
     classes = {c["class"]: c for c in r.by_class}
     assert classes["special/added"]["tokens"] > 0  # the completions' </s>
     assert classes["byte-fallback"]["tokens"] > 0  # café, naïve, €, →
@@ -159,16 +182,19 @@ def test_shipped_demo_corpus_matches_the_demo_tokenizer() -> None:
     with safe_open(str(ids_file), framework="pt") as fh:
         meta = read_safetensors_metadata(fh.metadata())
     assert meta["tokenizer_sha256"] == hashlib.sha256((TARGET / "tokenizer.json").read_bytes()).hexdigest(), (
-        "stale demo corpus: run python -m eagle3_forensics.demo_corpus data/demo")
+        "stale demo corpus: run python -m eagle3_forensics.demo_corpus data/demo"
+    )
 
 
 def test_corpus_coverage_one_call(demo_copy: Path) -> None:
-    r = corpus_coverage(DEMO / "drafters" / "d2t_double_offset", ids=demo_copy / "corpus_ids.safetensors",
-                        target=TARGET, top_n=4)
+    r = corpus_coverage(
+        DEMO / "drafters" / "d2t_double_offset",
+        ids=demo_copy / "corpus_ids.safetensors",
+        target=TARGET,
+        top_n=4,
+    )
     assert r.label == "d2t_double_offset" and len(r.top_uncovered) == 4 and r.by_class
     with pytest.raises(UnusableInputError, match="no corpus"):
         corpus_coverage(DEMO / "drafters" / "healthy", target=TARGET)
     with pytest.raises(UnusableInputError, match="missing tokenizer"):
         corpus_counts(corpus=demo_copy / "corpus.jsonl", target_vocab_size=512)
-
-

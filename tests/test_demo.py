@@ -94,8 +94,14 @@ def test_world_is_a_successor_cycle() -> None:
 
 def test_every_variant_is_written(root: pathlib.Path) -> None:
     assert set(demo.EXPECTED_FINDINGS) == set(demo.VARIANTS)
-    assert demo.VARIANTS == ("healthy", "speculators_layout", "d2t_absolute", "d2t_double_offset", "d2t_missing",
-                             "aux_shifted")
+    assert demo.VARIANTS == (
+        "healthy",
+        "speculators_layout",
+        "d2t_absolute",
+        "d2t_double_offset",
+        "d2t_missing",
+        "aux_shifted",
+    )
     drafters = sorted(p.name for p in (root / "drafters").iterdir())
     assert drafters == sorted(demo.VARIANTS)
     for v in demo.VARIANTS:
@@ -161,7 +167,11 @@ def test_speculators_layouts(root: pathlib.Path, variant: str, ids: list[int]) -
     assert cfg["speculators_model_type"] == "eagle3"
     assert cfg["eagle_aux_hidden_state_layer_ids"] == ids
     layer_cfg = cfg["transformer_layer_config"]
-    assert isinstance(layer_cfg, dict) and layer_cfg["model_type"] == "llama" and layer_cfg["hidden_act"] == "silu"
+    assert (
+        isinstance(layer_cfg, dict)
+        and layer_cfg["model_type"] == "llama"
+        and layer_cfg["hidden_act"] == "silu"
+    )
     assert "draft_vocab_size" not in layer_cfg and "architectures" not in layer_cfg
 
 
@@ -201,7 +211,9 @@ def test_committed_readme_describes_the_world() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.skipif(os.environ.get("E3F_REGENERATE") != "1", reason="full regeneration takes minutes: E3F_REGENERATE=1")
+@pytest.mark.skipif(
+    os.environ.get("E3F_REGENERATE") != "1", reason="full regeneration takes minutes: E3F_REGENERATE=1"
+)
 def test_full_regeneration_matches_committed(tmp_path: pathlib.Path) -> None:
     demo.make_demo(tmp_path)
     regenerated, committed = _digests(tmp_path), _digests(COMMITTED)

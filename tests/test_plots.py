@@ -65,8 +65,11 @@ def _texts(fig: Figure) -> str:
 def test_staircase_names_the_encoding(story: tuple[np.ndarray, torch.Tensor, torch.Tensor]) -> None:
     sel, d2t, t2d = story
     before = plt.get_fignums()
-    for stored, kind in ((d2t, "consistent_offsets"), (torch.from_numpy(sel), "absolute"),
-                         (absolute_to_offsets(d2t), "double_offset")):
+    for stored, kind in (
+        (d2t, "consistent_offsets"),
+        (torch.from_numpy(sel), "absolute"),
+        (absolute_to_offsets(d2t), "double_offset"),
+    ):
         fig = plot_d2t_staircase(stored, t2d)
         assert isinstance(fig, Figure) and kind in _texts(fig)
         assert _render(fig) > 1000
@@ -78,13 +81,19 @@ def test_staircase_names_the_encoding(story: tuple[np.ndarray, torch.Tensor, tor
     assert plt.get_fignums() == before  # nothing registered with pyplot
 
 
-def test_map_figures_accept_loaded_maps(story: tuple[np.ndarray, torch.Tensor, torch.Tensor],
-                                        counts: np.ndarray) -> None:
+def test_map_figures_accept_loaded_maps(
+    story: tuple[np.ndarray, torch.Tensor, torch.Tensor], counts: np.ndarray
+) -> None:
     _sel, d2t, t2d = story
     built = build_vocab_mapping(np.repeat(np.arange(V), counts), v, V)
-    for fig in (plot_offset_histogram(d2t, t2d), plot_offset_histogram(built),
-                plot_selected_density(t2d, counts), plot_selected_density(built),
-                plot_token_frequencies(counts, t2d), plot_token_frequencies(counts)):
+    for fig in (
+        plot_offset_histogram(d2t, t2d),
+        plot_offset_histogram(built),
+        plot_selected_density(t2d, counts),
+        plot_selected_density(built),
+        plot_token_frequencies(counts, t2d),
+        plot_token_frequencies(counts),
+    ):
         assert isinstance(fig, Figure) and _render(fig) > 1000
     demo = load_mapping(DEMO / "drafters" / "d2t_absolute")
     assert "absolute" in _texts(plot_d2t_staircase(demo))
@@ -95,7 +104,9 @@ def test_coverage_figures(story: tuple[np.ndarray, torch.Tensor, torch.Tensor], 
     _sel, _d2t, t2d = story
     tokens = token_table(DEMO / "target", V)
     r = coverage_report(counts, t2d, tokens, top_n=12, label="ckpt")
-    best = coverage_report(counts, build_vocab_mapping(np.repeat(np.arange(V), counts), v, V), tokens, label="best")
+    best = coverage_report(
+        counts, build_vocab_mapping(np.repeat(np.arange(V), counts), v, V), tokens, label="best"
+    )
     curve = plot_coverage_curve([r, best])
     assert "v=64" in _texts(curve) and f"{r.coverage:.1%}" in _texts(curve)
     assert len(plot_top_uncovered(r, 12).axes[0].patches) == 12

@@ -68,8 +68,14 @@ class _one_thread:
         torch.set_num_threads(self.n)
 
 
-def _probe(target: TargetModel, prompts: list[str], greedy: GreedyRun, drafter: Any, engine: str = "reference",
-           **kw: Any) -> ProbeResult:
+def _probe(
+    target: TargetModel,
+    prompts: list[str],
+    greedy: GreedyRun,
+    drafter: Any,
+    engine: str = "reference",
+    **kw: Any,
+) -> ProbeResult:
     opts = {"k": K, "max_new_tokens": NEW_TOKENS, "device": "cpu", "greedy": greedy, "engine": engine}
     opts.update(kw)
     return probe(drafter, target, prompts, **opts)
@@ -83,7 +89,9 @@ def healthy(target: TargetModel, prompts: list[str], greedy: GreedyRun) -> Probe
 # -- controls ------------------------------------------------------------------------------------
 
 
-def test_oracle_drafter_is_accepted_every_time(target: TargetModel, prompts: list[str], greedy: GreedyRun) -> None:
+def test_oracle_drafter_is_accepted_every_time(
+    target: TargetModel, prompts: list[str], greedy: GreedyRun
+) -> None:
     r = _probe(target, prompts, greedy, OracleProposer(greedy.outputs))
     assert r.lossless
     assert r.acceptance_length == pytest.approx(K + 1)
@@ -92,14 +100,17 @@ def test_oracle_drafter_is_accepted_every_time(target: TargetModel, prompts: lis
     assert r.teacher_forced is None and r.engine == "control"
 
 
-def test_random_drafter_is_almost_never_accepted(target: TargetModel, prompts: list[str], greedy: GreedyRun) -> None:
+def test_random_drafter_is_almost_never_accepted(
+    target: TargetModel, prompts: list[str], greedy: GreedyRun
+) -> None:
     r = _probe(target, prompts, greedy, RandomProposer(target.vocab_size, seed=1))
     assert r.lossless
     assert 1.0 <= r.acceptance_length < 1.1
 
 
-def test_kv_caches_are_used_not_the_prefix(target: TargetModel, prompts: list[str], greedy: GreedyRun,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kv_caches_are_used_not_the_prefix(
+    target: TargetModel, prompts: list[str], greedy: GreedyRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each verify forward feeds only [bonus, drafts]; the prompt is fed once, at prefill."""
     fed: list[int] = []
     real = TargetModel.forward
@@ -111,10 +122,19 @@ def test_kv_caches_are_used_not_the_prefix(target: TargetModel, prompts: list[st
 
     monkeypatch.setattr(TargetModel, "forward", spy)
     prompt = prompts[:1]
-    r = probe(DRAFTERS / "healthy", target, prompt, k=K, max_new_tokens=NEW_TOKENS, device="cpu",
-              greedy=GreedyRun(greedy.outputs[:1], 1.0, NEW_TOKENS), teacher_forced=False, sweep=False)
+    r = probe(
+        DRAFTERS / "healthy",
+        target,
+        prompt,
+        k=K,
+        max_new_tokens=NEW_TOKENS,
+        device="cpu",
+        greedy=GreedyRun(greedy.outputs[:1], 1.0, NEW_TOKENS),
+        teacher_forced=False,
+        sweep=False,
+    )
     n_prompt = len(target.encode(prompt[0]))
-    spec_calls = fed[-(r.live.num_drafts + 1):]
+    spec_calls = fed[-(r.live.num_drafts + 1) :]
     assert spec_calls[0] == n_prompt
     assert all(1 <= n <= K + 1 for n in spec_calls[1:])
     assert sum(spec_calls[1:]) <= r.live.num_drafts * (K + 1)
@@ -155,9 +175,23 @@ def test_metric_conventions(healthy: ProbeResult) -> None:
 
 def test_report_keys(healthy: ProbeResult) -> None:
     d = healthy.to_dict()
-    for key in ("acceptance_length", "mean_accepted_drafts", "per_position", "drafted", "accepted", "k",
-                "temperature", "device", "lossless", "tokens_per_s", "greedy_tokens_per_s", "speedup_vs_greedy",
-                "teacher_forced", "aux_sweep", "conventions"):
+    for key in (
+        "acceptance_length",
+        "mean_accepted_drafts",
+        "per_position",
+        "drafted",
+        "accepted",
+        "k",
+        "temperature",
+        "device",
+        "lossless",
+        "tokens_per_s",
+        "greedy_tokens_per_s",
+        "speedup_vs_greedy",
+        "teacher_forced",
+        "aux_sweep",
+        "conventions",
+    ):
         assert key in d, key
     assert set(d["per_position"]) >= {"cumulative", "conditional"}
     assert "simulated_acceptance_length" in d["teacher_forced"]
@@ -172,19 +206,31 @@ def test_report_keys(healthy: ProbeResult) -> None:
 
 @pytest.mark.parametrize("engine", ["reference", "sglang", "vllm", "eagle"])
 @pytest.mark.parametrize("variant", BROKEN)
-def test_broken_d2t_collapses_acceptance(target: TargetModel, prompts: list[str], greedy: GreedyRun,
-                                         variant: str, engine: str) -> None:
-    r = _probe(target, prompts[:4], GreedyRun(greedy.outputs[:4], 1.0, 4 * NEW_TOKENS), DRAFTERS / variant, engine,
-               teacher_forced=False, sweep=False)
+def test_broken_d2t_collapses_acceptance(
+    target: TargetModel, prompts: list[str], greedy: GreedyRun, variant: str, engine: str
+) -> None:
+    r = _probe(
+        target,
+        prompts[:4],
+        GreedyRun(greedy.outputs[:4], 1.0, 4 * NEW_TOKENS),
+        DRAFTERS / variant,
+        engine,
+        teacher_forced=False,
+        sweep=False,
+    )
     assert r.lossless
     assert r.acceptance_length <= 1.2
 
 
-def test_speculators_layout_per_engine(target: TargetModel, prompts: list[str], greedy: GreedyRun,
-                                       healthy: ProbeResult) -> None:
-    sgl = _probe(target, prompts, greedy, DRAFTERS / "speculators_layout", "sglang", teacher_forced=False,
-                 sweep=False)
-    vll = _probe(target, prompts, greedy, DRAFTERS / "speculators_layout", "vllm", teacher_forced=False, sweep=False)
+def test_speculators_layout_per_engine(
+    target: TargetModel, prompts: list[str], greedy: GreedyRun, healthy: ProbeResult
+) -> None:
+    sgl = _probe(
+        target, prompts, greedy, DRAFTERS / "speculators_layout", "sglang", teacher_forced=False, sweep=False
+    )
+    vll = _probe(
+        target, prompts, greedy, DRAFTERS / "speculators_layout", "vllm", teacher_forced=False, sweep=False
+    )
     assert sgl.lossless and vll.lossless
     assert sgl.acceptance_length <= 1.2
     assert abs(vll.acceptance_length - healthy.acceptance_length) <= 0.05 * healthy.acceptance_length
@@ -192,7 +238,9 @@ def test_speculators_layout_per_engine(target: TargetModel, prompts: list[str], 
 
 
 @pytest.mark.parametrize("engine", ["reference", "vllm"])
-def test_aux_sweep_finds_the_shift(target: TargetModel, prompts: list[str], greedy: GreedyRun, engine: str) -> None:
+def test_aux_sweep_finds_the_shift(
+    target: TargetModel, prompts: list[str], greedy: GreedyRun, engine: str
+) -> None:
     r = _probe(target, prompts, greedy, DRAFTERS / "aux_shifted", engine)
     assert r.view is not None and r.view["aux_ids_hf"] == [1, 3, 4]
     sw = r.aux_sweep
@@ -211,8 +259,14 @@ def test_display_helpers(healthy: ProbeResult, target: TargetModel, prompts: lis
     assert len(summary_table(healthy)) >= 8
     assert list(per_position_table(healthy)["position"]) == [0, 1, 2]
     assert per_position_figure(healthy) is not None
-    table = compare_variants({"healthy": DRAFTERS / "healthy", "aux_shifted": DRAFTERS / "aux_shifted"}, target,
-                             prompts[:2], engines=("reference", "eagle"), max_new_tokens=16, device="cpu")
+    table = compare_variants(
+        {"healthy": DRAFTERS / "healthy", "aux_shifted": DRAFTERS / "aux_shifted"},
+        target,
+        prompts[:2],
+        engines=("reference", "eagle"),
+        max_new_tokens=16,
+        device="cpu",
+    )
     assert len(table) == 4
     refused = table[(table["drafter"] == "aux_shifted") & (table["engine"] == "eagle")]
     assert refused["acceptance length"].isna().all() and "refuse" in refused["note"].iloc[0]
@@ -230,9 +284,26 @@ def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 def test_cli_probe_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     prompts = tmp_path / "p.txt"
     prompts.write_text(read_prompts(DEMO / "prompts.jsonl")[0] + "\n")
-    rc, out, _ = _cli(["probe", str(DRAFTERS / "healthy"), "--target", str(DEMO / "target"), "--prompts",
-                       str(prompts), "--k", "2", "--max-new-tokens", "12", "--device", "cpu", "--engine", "vllm",
-                       "--json"], capsys)
+    rc, out, _ = _cli(
+        [
+            "probe",
+            str(DRAFTERS / "healthy"),
+            "--target",
+            str(DEMO / "target"),
+            "--prompts",
+            str(prompts),
+            "--k",
+            "2",
+            "--max-new-tokens",
+            "12",
+            "--device",
+            "cpu",
+            "--engine",
+            "vllm",
+            "--json",
+        ],
+        capsys,
+    )
     assert rc == 0
     d = json.loads(out)
     assert d["k"] == 2 and d["engine"] == "vllm" and d["lossless"] is True and d["device"] == "cpu"
@@ -250,7 +321,9 @@ def test_cli_probe_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         ("cuda", "CUDA"),
     ],
 )
-def test_cli_probe_bad_input(case: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_probe_bad_input(
+    case: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     if case == "cuda" and torch.cuda.is_available():
         pytest.skip("a GPU is present")
     drafter, target_dir, prompts = DRAFTERS / "healthy", DEMO / "target", DEMO / "prompts.jsonl"
@@ -272,8 +345,9 @@ def test_cli_probe_bad_input(case: str, message: str, tmp_path: Path, capsys: py
         (drafter / "config.json").write_text(json.dumps(cfg))
     elif case == "cuda":
         extra = ["--device", "cuda"]
-    rc, _, err = _cli(["probe", str(drafter), "--target", str(target_dir), "--prompts", str(prompts), *extra],
-                      capsys)
+    rc, _, err = _cli(
+        ["probe", str(drafter), "--target", str(target_dir), "--prompts", str(prompts), *extra], capsys
+    )
     assert rc == 2
     assert message in err
     assert len(err.strip().splitlines()) == 1
@@ -286,7 +360,9 @@ def test_cli_probe_bad_input(case: str, message: str, tmp_path: Path, capsys: py
 def test_probe_on_cuda() -> None:
     if not torch.cuda.is_available():
         pytest.skip("no CUDA")
-    r = probe(DRAFTERS / "healthy", DEMO / "target", DEMO / "prompts.jsonl", k=K, max_new_tokens=64, device="auto")
+    r = probe(
+        DRAFTERS / "healthy", DEMO / "target", DEMO / "prompts.jsonl", k=K, max_new_tokens=64, device="auto"
+    )
     assert r.device.startswith("cuda") and r.dtype == "bfloat16"
     assert r.acceptance_length >= 2.5
     # bf16 verify forwards over K+1 tokens can round a near-tie differently from 1-token greedy steps

@@ -32,8 +32,15 @@ def tiny_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _spec(**kw: object) -> DrafterSpec:
-    base = dict(hidden_size=32, intermediate_size=48, num_heads=4, num_kv_heads=2, head_dim=8, vocab_size=40,
-                draft_vocab_size=24)
+    base = dict(
+        hidden_size=32,
+        intermediate_size=48,
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=8,
+        vocab_size=40,
+        draft_vocab_size=24,
+    )
     base.update(kw)
     return DrafterSpec(**base)  # type: ignore[arg-type]
 
@@ -93,16 +100,16 @@ def test_chain_drafting_equals_training_time_test(flags: dict[str, object]) -> N
         steps = []
         for j in range(k):
             toks = torch.zeros(t_len - 1, dtype=torch.long)
-            toks[: t_len - 1 - j] = seq[1 + j:]
+            toks[: t_len - 1 - j] = seq[1 + j :]
             steps.append(toks[None])
         ttt = d.ttt_forward(aux[None, : t_len - 1], steps)
 
         cache = d.new_cache()
-        out = d.extend(seq[1: slot + 2], d.fuse(aux[: slot + 1]), torch.arange(slot + 1), cache)
+        out = d.extend(seq[1 : slot + 2], d.fuse(aux[: slot + 1]), torch.arange(slot + 1), cache)
         chain = [out[-1]]
         h = out[-1:]
         for j in range(1, k):
-            h = d.extend(seq[slot + 1 + j: slot + 2 + j], d.feedback(h), torch.tensor([slot + j]), cache)
+            h = d.extend(seq[slot + 1 + j : slot + 2 + j], d.feedback(h), torch.tensor([slot + j]), cache)
             chain.append(h[-1])
     for j in range(k):
         torch.testing.assert_close(chain[j], ttt[j][0, slot], rtol=1e-4, atol=1e-5)
@@ -117,8 +124,15 @@ def test_d2t_maps_draft_ids_to_target_ids() -> None:
 
 def test_export_round_trip(tmp_path: Path, tiny_target: Path) -> None:
     """Weights exported in either trainer layout load back (reference view) to the same function."""
-    spec = DrafterSpec(hidden_size=32, intermediate_size=64, num_heads=2, num_kv_heads=2, head_dim=16,
-                       vocab_size=64, draft_vocab_size=32)
+    spec = DrafterSpec(
+        hidden_size=32,
+        intermediate_size=64,
+        num_heads=2,
+        num_kv_heads=2,
+        head_dim=16,
+        vocab_size=64,
+        draft_vocab_size=32,
+    )
     d = _random_drafter(spec)
     with torch.no_grad():
         d.embed_tokens.weight.copy_(target_embedding())
@@ -137,8 +151,14 @@ def test_export_round_trip(tmp_path: Path, tiny_target: Path) -> None:
 
 
 def test_every_demo_variant_loads_under_the_reference_view() -> None:
-    for variant in ("healthy", "speculators_layout", "d2t_absolute", "d2t_double_offset", "d2t_missing",
-                    "aux_shifted"):
+    for variant in (
+        "healthy",
+        "speculators_layout",
+        "d2t_absolute",
+        "d2t_double_offset",
+        "d2t_missing",
+        "aux_shifted",
+    ):
         d = load_drafter(DEMO / "drafters" / variant, DEMO / "target")
         assert d.view is not None and d.view.engine == "reference"
         assert not d.view.unfilled, variant
@@ -240,15 +260,25 @@ def test_sglang_does_not_build_norm_before_fc(tmp_path: Path, tiny_target: Path)
 def test_multi_layer_drafters(tmp_path: Path, tiny_target: Path) -> None:
     from builders import drafter_config, write_checkpoint
 
-    spec = DrafterSpec(hidden_size=32, intermediate_size=64, num_heads=2, num_kv_heads=2, head_dim=16,
-                       vocab_size=64, draft_vocab_size=32, num_layers=2)
+    spec = DrafterSpec(
+        hidden_size=32,
+        intermediate_size=64,
+        num_heads=2,
+        num_kv_heads=2,
+        head_dim=16,
+        vocab_size=64,
+        draft_vocab_size=32,
+        num_layers=2,
+    )
     d = _random_drafter(spec)
     cfg = drafter_config(speculators_spec(num_hidden_layers=2))
     path = write_checkpoint(tmp_path / "d", cfg, export_tensors(d, layout="layers", include_embed=True))
     back = load_drafter(path, tiny_target)
     assert len(back.layers) == 2 and back.layers[1].hidden_norm is None
     assert back.layers[1].self_attn.q_proj.in_features == 32  # later layers take H, not 2H
-    torch.testing.assert_close(back.state_dict()["layers.1.mlp.up_proj.weight"], d.state_dict()["layers.1.mlp.up_proj.weight"])
+    torch.testing.assert_close(
+        back.state_dict()["layers.1.mlp.up_proj.weight"], d.state_dict()["layers.1.mlp.up_proj.weight"]
+    )
     assert len(load_drafter(path, tiny_target, "vllm").layers) == 2
     assert len(load_drafter(path, tiny_target, "sglang").layers) == 1  # SGLang builds one layer
 

@@ -46,20 +46,27 @@ ENGINES = ("sglang", "vllm")
 
 # -- helpers ------------------------------------------------------------------------------------------
 
+
 def tree_hashes(directory: Path) -> dict[str, str]:
     """sha256 of every file under ``directory`` (relative path -> digest)."""
-    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def raw_tensor_hashes(file: Path) -> dict[str, str]:
     """Tensor name -> sha256 of its raw bytes, parsed straight from the safetensors layout."""
     blob = file.read_bytes()
     (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n])
-    data = blob[8 + n:]
-    return {name: hashlib.sha256(data[meta["data_offsets"][0]:meta["data_offsets"][1]]).hexdigest()
-            for name, meta in header.items() if name != "__metadata__"}
+    header = json.loads(blob[8 : 8 + n])
+    data = blob[8 + n :]
+    return {
+        name: hashlib.sha256(data[meta["data_offsets"][0] : meta["data_offsets"][1]]).hexdigest()
+        for name, meta in header.items()
+        if name != "__metadata__"
+    }
 
 
 def errors_for(path: Path, engine: str, target: Path | None) -> list[Finding]:
@@ -84,6 +91,7 @@ def tiny_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # -- the table ----------------------------------------------------------------------------------------
 
+
 def test_every_finding_code_has_a_policy() -> None:
     assert set(POLICY) == set(CATALOGUE)
     for code, pol in POLICY.items():
@@ -94,6 +102,7 @@ def test_every_finding_code_has_a_policy() -> None:
 
 
 # -- demo variants --------------------------------------------------------------------------------------
+
 
 @pytest.mark.skipif(not DEMO_VARIANTS, reason="demo data not generated")
 @pytest.mark.parametrize("engine", ENGINES)
@@ -130,7 +139,9 @@ def test_demo_variant_repaired_and_verified(variant: str, engine: str, tmp_path:
         if entry["change"] == "removed":
             assert entry["name"] not in out_raw and entry["sha256_before"] == src_raw[entry["name"]]
     assert record["tool_version"] and record["engine"] == engine
-    assert record["source"]["fingerprint"]["files"]["model.safetensors"]["sha256"] == before["model.safetensors"]
+    assert (
+        record["source"]["fingerprint"]["files"]["model.safetensors"]["sha256"] == before["model.safetensors"]
+    )
     assert record["verification"]["errors"] == []
     assert not any(p.name.startswith(f".{dst.name}.") for p in tmp_path.iterdir()), "temporary directory left"
 
@@ -149,7 +160,8 @@ def test_seed_case_speculators_drafter_made_ready_for_sglang(tmp_path: Path) -> 
     assert "speculators_model_type" not in cfg and "transformer_layer_config" not in cfg
     assert "eagle_aux_hidden_state_layer_ids" not in cfg
     assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [
-        i - 1 for i in src_cfg["eagle_aux_hidden_state_layer_ids"]]  # SGLang adds 1: HF ids - 1
+        i - 1 for i in src_cfg["eagle_aux_hidden_state_layer_ids"]
+    ]  # SGLang adds 1: HF ids - 1
     assert cfg["draft_vocab_size"] == src_cfg["draft_vocab_size"]
     assert cfg["tie_word_embeddings"] is False
     assert cfg["rope_theta"] == cfg["rope_parameters"]["rope_theta"]
@@ -161,8 +173,15 @@ def test_seed_case_speculators_drafter_made_ready_for_sglang(tmp_path: Path) -> 
 
 
 @pytest.mark.skipif(not DEMO_VARIANTS, reason="demo data not generated")
-@pytest.mark.parametrize(("variant", "engine"), [("speculators_layout", "sglang"), ("d2t_absolute", "vllm"),
-                                                 ("d2t_missing", "sglang"), ("healthy", "vllm")])
+@pytest.mark.parametrize(
+    ("variant", "engine"),
+    [
+        ("speculators_layout", "sglang"),
+        ("d2t_absolute", "vllm"),
+        ("d2t_missing", "sglang"),
+        ("healthy", "vllm"),
+    ],
+)
 def test_repair_is_idempotent(variant: str, engine: str, tmp_path: Path) -> None:
     first, second = tmp_path / "first", tmp_path / "second"
     assert repair(DRAFTERS / variant, engine, first, target=TARGET).exit_code == 0
@@ -181,6 +200,7 @@ def test_repair_is_idempotent(variant: str, engine: str, tmp_path: Path) -> None
 
 # -- atomicity ----------------------------------------------------------------------------------------
 
+
 def test_sigkill_part_way_leaves_nothing_at_dst(tmp_path: Path) -> None:
     src = build_drafter(tmp_path / "src", speculators_spec())
     before = tree_hashes(src)
@@ -188,14 +208,30 @@ def test_sigkill_part_way_leaves_nothing_at_dst(tmp_path: Path) -> None:
     out_parent.mkdir()
     dst = out_parent / "dst"
     env = {**os.environ, PAUSE_ENV: "60"}
-    proc = subprocess.Popen([sys.executable, "-m", "eagle3_forensics", "repair", str(src), "--engine", "sglang",
-                             "--out", str(dst)], env=env, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "eagle3_forensics",
+            "repair",
+            str(src),
+            "--engine",
+            "sglang",
+            "--out",
+            str(dst),
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 45
         written = None
         while time.monotonic() < deadline and written is None:
-            written = next((p for p in out_parent.glob(".dst.tmp-*") if (p / "model.safetensors").is_file()), None)
+            written = next(
+                (p for p in out_parent.glob(".dst.tmp-*") if (p / "model.safetensors").is_file()), None
+            )
             time.sleep(0.05)
         assert written is not None, "the repair never reached its mid-write pause"
         time.sleep(0.2)  # the weights are written; the process now sleeps before config, verify and rename
@@ -240,22 +276,61 @@ def test_unverified_repair_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Mo
 
 # -- refusals -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("name", "spec", "engine", "code", "option"), [
-    ("nbr_true", speculators_spec(norm_before_residual=True), "sglang", "NORM_FLAGS_UNSUPPORTED", "vLLM"),
-    ("nbr_absent", speculators_spec(norm_before_residual=None), "sglang", "PRECONDITION", "vLLM"),
-    ("norm_before_fc", speculators_spec(norm_before_fc=True), "sglang", "NORM_FLAGS_UNSUPPORTED", "vLLM"),
-    ("q_norm", speculators_spec(extra_keys={"layers.0.self_attn.q_norm.weight": ((16,), torch.float32)}), "sglang",
-     "KEYS_DROPPED_BY_ENGINE", "retrain"),
-    ("multi_layer", speculators_spec(num_hidden_layers=2, extra_layers=1), "sglang", "MULTI_LAYER_DRAFTER", "vLLM"),
-    ("permuted", DrafterSpec(d2t="permuted"), "vllm", "D2T_T2D_MISMATCH", "--trust-t2d"),
-    ("no_map", DrafterSpec(d2t="missing", t2d="missing"), "sglang", "D2T_MISSING", "--rebuild-vocab-from"),
-    ("default_buffers", DrafterSpec(d2t="zeros", t2d="all_true"), "vllm", "D2T_MISSING", "--rebuild-vocab-from"),
-    ("nan", DrafterSpec(nan_in="fc.weight"), "vllm", "WEIGHTS_NONFINITE", "re-export"),
-    ("trained_embed", speculators_spec(config_extra={"embed_requires_grad": True}), "sglang",
-     "EMBED_TOKENS_PROBLEM", "vLLM"),
-])
-def test_refusals_write_nothing(name: str, spec: DrafterSpec, engine: str, code: str, option: str,
-                                tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+
+@pytest.mark.parametrize(
+    ("name", "spec", "engine", "code", "option"),
+    [
+        ("nbr_true", speculators_spec(norm_before_residual=True), "sglang", "NORM_FLAGS_UNSUPPORTED", "vLLM"),
+        ("nbr_absent", speculators_spec(norm_before_residual=None), "sglang", "PRECONDITION", "vLLM"),
+        ("norm_before_fc", speculators_spec(norm_before_fc=True), "sglang", "NORM_FLAGS_UNSUPPORTED", "vLLM"),
+        (
+            "q_norm",
+            speculators_spec(extra_keys={"layers.0.self_attn.q_norm.weight": ((16,), torch.float32)}),
+            "sglang",
+            "KEYS_DROPPED_BY_ENGINE",
+            "retrain",
+        ),
+        (
+            "multi_layer",
+            speculators_spec(num_hidden_layers=2, extra_layers=1),
+            "sglang",
+            "MULTI_LAYER_DRAFTER",
+            "vLLM",
+        ),
+        ("permuted", DrafterSpec(d2t="permuted"), "vllm", "D2T_T2D_MISMATCH", "--trust-t2d"),
+        (
+            "no_map",
+            DrafterSpec(d2t="missing", t2d="missing"),
+            "sglang",
+            "D2T_MISSING",
+            "--rebuild-vocab-from",
+        ),
+        (
+            "default_buffers",
+            DrafterSpec(d2t="zeros", t2d="all_true"),
+            "vllm",
+            "D2T_MISSING",
+            "--rebuild-vocab-from",
+        ),
+        ("nan", DrafterSpec(nan_in="fc.weight"), "vllm", "WEIGHTS_NONFINITE", "re-export"),
+        (
+            "trained_embed",
+            speculators_spec(config_extra={"embed_requires_grad": True}),
+            "sglang",
+            "EMBED_TOKENS_PROBLEM",
+            "vLLM",
+        ),
+    ],
+)
+def test_refusals_write_nothing(
+    name: str,
+    spec: DrafterSpec,
+    engine: str,
+    code: str,
+    option: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     src = build_drafter(tmp_path / "src", spec)
     before = tree_hashes(src)
     out = tmp_path / "outs"
@@ -279,6 +354,7 @@ def test_sglang_refusal_for_norm_before_residual_suggests_vllm(tmp_path: Path) -
 
 
 # -- vocabulary choices ----------------------------------------------------------------------------------
+
 
 def test_trust_t2d_rebuilds_d2t(tmp_path: Path, tiny_target: Path) -> None:
     src = build_drafter(tmp_path / "src", DrafterSpec(d2t="corrupt"))
@@ -320,7 +396,7 @@ def test_t2d_default_buffer_rebuilt_from_d2t(tmp_path: Path) -> None:
 @pytest.mark.parametrize("suffix", [".npy", ".npz", ".pt", ".safetensors"])
 def test_load_token_ids_formats(suffix: str, tmp_path: Path) -> None:
     ids = np.arange(12, dtype=np.int64).reshape(3, 4)
-    mask = (ids % 2 == 0)
+    mask = ids % 2 == 0
     path = tmp_path / f"data{suffix}"
     if suffix == ".npy":
         np.save(path, ids)
@@ -340,9 +416,11 @@ def test_load_token_ids_formats(suffix: str, tmp_path: Path) -> None:
 
 # -- keys, formats, arguments ----------------------------------------------------------------------------
 
+
 def test_harmless_extras_dropped_and_listed_for_vllm(tmp_path: Path) -> None:
-    src = build_drafter(tmp_path / "src", speculators_spec(
-        extra_keys={"verifier_lm_head.weight": ((64, 32), torch.float32)}))
+    src = build_drafter(
+        tmp_path / "src", speculators_spec(extra_keys={"verifier_lm_head.weight": ((64, 32), torch.float32)})
+    )
     result = repair(src, "vllm", tmp_path / "dst")
     assert result.exit_code == 0, result.message
     drops = [s for s in result.plan.steps if s.kind == "drop"] if result.plan else []
@@ -362,17 +440,19 @@ def test_bin_source_written_as_safetensors_bit_exact(tmp_path: Path) -> None:
     out = load_file(tmp_path / "dst" / "model.safetensors")
     assert set(out) == set(state)
     for name, t in state.items():
-        assert t.dtype == out[name].dtype and torch.equal(t.view(torch.uint8) if t.dtype == torch.bool else t,
-                                                          out[name].view(torch.uint8)
-                                                          if t.dtype == torch.bool else out[name])
+        assert t.dtype == out[name].dtype and torch.equal(
+            t.view(torch.uint8) if t.dtype == torch.bool else t,
+            out[name].view(torch.uint8) if t.dtype == torch.bool else out[name],
+        )
 
 
 def test_dry_run_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = build_drafter(tmp_path / "src", speculators_spec())
     out = tmp_path / "outs"
     out.mkdir()
-    rc, stdout, _ = run_cli(["repair", str(src), "--engine", "sglang", "--out", str(out / "dst"), "--dry-run"],
-                            capsys)
+    rc, stdout, _ = run_cli(
+        ["repair", str(src), "--engine", "sglang", "--out", str(out / "dst"), "--dry-run"], capsys
+    )
     assert rc == 0 and "DRY-RUN" in stdout and "rename" in stdout
     assert siblings(out) == set()
 
@@ -399,21 +479,34 @@ def test_bad_arguments_and_unusable_input(tmp_path: Path, capsys: pytest.Capture
         repair(src, "eagle", tmp_path / "dst")
     with pytest.raises(RepairArgumentError):
         repair(src, "vllm", tmp_path / "dst", trust="t2d", rebuild_vocab_from=tmp_path / "x.npy")
-    rc, _, err = run_cli(["repair", str(tmp_path / "nope"), "--engine", "sglang", "--out", str(tmp_path / "o")],
-                         capsys)
+    rc, _, err = run_cli(
+        ["repair", str(tmp_path / "nope"), "--engine", "sglang", "--out", str(tmp_path / "o")], capsys
+    )
     assert rc == 2 and "no such checkpoint" in err
     rc, stdout, _ = run_cli(["repair", str(src), "--engine", "sglang", "--out", str(src), "--json"], capsys)
     assert rc == 2 and json.loads(stdout)["status"] == "unusable"
-    rc, _, err = run_cli(["repair", str(src), "--engine", "sglang", "--out", str(tmp_path / "o"),
-                          "--rebuild-vocab-from", str(tmp_path / "missing.npy")], capsys)
+    rc, _, err = run_cli(
+        [
+            "repair",
+            str(src),
+            "--engine",
+            "sglang",
+            "--out",
+            str(tmp_path / "o"),
+            "--rebuild-vocab-from",
+            str(tmp_path / "missing.npy"),
+        ],
+        capsys,
+    )
     assert rc == 2 and "token-id file not found" in err
     assert not (tmp_path / "nope").exists()
 
 
 def test_json_output_is_one_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = build_drafter(tmp_path / "src", speculators_spec())
-    rc, stdout, _ = run_cli(["repair", str(src), "--engine", "sglang", "--out", str(tmp_path / "dst"), "--json"],
-                            capsys)
+    rc, stdout, _ = run_cli(
+        ["repair", str(src), "--engine", "sglang", "--out", str(tmp_path / "dst"), "--json"], capsys
+    )
     assert rc == 0
     obj = json.loads(stdout)
     assert obj["status"] == "repaired" and obj["verification"]["errors"] == []

@@ -52,7 +52,9 @@ def test_demo_config_covers_every_drafter_and_notebook() -> None:
     assert sorted(cfg.drafters) == sorted(demo.VARIANTS)
     assert {(j.drafter, j.notebook) for j in cfg.jobs} == {(d, n) for d in demo.VARIANTS for n in notebooks}
     for job in cfg.jobs:
-        assert Path(job.parameters["checkpoint"]).is_absolute() and Path(job.parameters["checkpoint"]).is_dir()
+        assert (
+            Path(job.parameters["checkpoint"]).is_absolute() and Path(job.parameters["checkpoint"]).is_dir()
+        )
         assert set(job.parameters) <= set(notebook_parameters(job.path)), job
         assert job.parameters["target"] == str(DEMO / "target")
     assert cfg.timeout > 0 and cfg.workers >= 1
@@ -92,14 +94,21 @@ def test_config_errors_are_caught_before_running(tmp_path: Path) -> None:
     cfg = config_from_dict({**base, "notebooks": {"01_a": {"value": 2}}, "parameters": {"unused": 1}})
     assert cfg.jobs[0].parameters == {"checkpoint": str(tmp_path), "value": 2}  # globals only where declared
     with pytest.raises(UnusableInputError, match="no parameter"):
-        config_from_dict({**base, "notebooks": {"01_a": {"valeu": 2}}})  # a typo papermill would only warn about
+        config_from_dict(
+            {**base, "notebooks": {"01_a": {"valeu": 2}}}
+        )  # a typo papermill would only warn about
     with pytest.raises(UnusableInputError, match="not found"):
         config_from_dict({**base, "notebooks": ["02_missing"]})
     with pytest.raises(UnusableInputError, match="unknown key"):
         config_from_dict({**base, "notebooks": ["01_a"], "wokers": 2})
     with pytest.raises(UnusableInputError, match="no listed notebook"):
-        config_from_dict({**base, "notebooks": ["01_a"],
-                          "drafters": {"d": {"checkpoint": str(tmp_path), "parameters": {"k": 3}}}})
+        config_from_dict(
+            {
+                **base,
+                "notebooks": ["01_a"],
+                "drafters": {"d": {"checkpoint": str(tmp_path), "parameters": {"k": 3}}},
+            }
+        )
 
 
 # -- a deliberately failing notebook -------------------------------------------------------------
@@ -119,8 +128,13 @@ def _fake_world(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     nbs.mkdir()
     params = ("parameters", "checkpoint = None\nacceptance = 2.0\nerrors = 0")
     _nb(nbs / "01_records.ipynb", ("md", "# records"), params, ("code", OK_SOURCE))
-    _nb(nbs / "02_fails.ipynb", ("md", "# fails"), params,
-        ("code", "print('before the failure')"), ("code", 'raise ValueError("deliberate failure <b>here</b>")'))
+    _nb(
+        nbs / "02_fails.ipynb",
+        ("md", "# fails"),
+        params,
+        ("code", "print('before the failure')"),
+        ("code", 'raise ValueError("deliberate failure <b>here</b>")'),
+    )
     (tmp_path / "good").mkdir()
     data = {
         "name": "failing",
@@ -140,16 +154,36 @@ def _fake_world(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
 def test_failing_notebook_is_reported_and_the_others_complete(tmp_path: Path) -> None:
     _, data = _fake_world(tmp_path)
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(data))
-    base = baseline_from_runs([
-        {"drafter": "good", "notebook": "01_records", "codes": [],
-         "metrics": {"acceptance_length": 2.0, "per_position": [1.0, 0.5]}},
-        {"drafter": PAYLOAD, "notebook": "01_records", "codes": [],
-         "metrics": {"acceptance_length": 2.0, "per_position": [1.0, 0.5]}},
-    ])
+    base = baseline_from_runs(
+        [
+            {
+                "drafter": "good",
+                "notebook": "01_records",
+                "codes": [],
+                "metrics": {"acceptance_length": 2.0, "per_position": [1.0, 0.5]},
+            },
+            {
+                "drafter": PAYLOAD,
+                "notebook": "01_records",
+                "codes": [],
+                "metrics": {"acceptance_length": 2.0, "per_position": [1.0, 0.5]},
+            },
+        ]
+    )
     (tmp_path / "baseline.json").write_text(json.dumps(base))
     out = tmp_path / "out"
-    rc = main(["run", "--config", str(tmp_path / "run.yaml"), "--out", str(out), "--no-progress",
-               "--baseline", str(tmp_path / "baseline.json")])
+    rc = main(
+        [
+            "run",
+            "--config",
+            str(tmp_path / "run.yaml"),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--baseline",
+            str(tmp_path / "baseline.json"),
+        ]
+    )
     assert rc == 1
     summary = json.loads((out / "summary.json").read_text())
     runs = {(r["drafter"], r["notebook"]): r for r in summary["runs"]}
@@ -182,7 +216,9 @@ def test_failing_notebook_is_reported_and_the_others_complete(tmp_path: Path) ->
 
 
 def test_no_baseline_only_failures_gate(tmp_path: Path) -> None:
-    runs = [{"drafter": "a", "notebook": "n", "status": "ok", "codes": ["X"], "findings": None, "metrics": {}}]
+    runs = [
+        {"drafter": "a", "notebook": "n", "status": "ok", "codes": ["X"], "findings": None, "metrics": {}}
+    ]
     gate = evaluate_gate(runs, None)
     assert gate.passed and runs[0]["gate"]["status"] == "not gated"
 
@@ -190,17 +226,33 @@ def test_no_baseline_only_failures_gate(tmp_path: Path) -> None:
 # -- the regression gate on its own --------------------------------------------------------------
 
 
-def _run(drafter: str = "d", notebook: str = "04", al: float = 3.0, pp: list[float] | None = None,
-         findings: list[dict[str, Any]] | None = None, status: str = "ok") -> dict[str, Any]:
+def _run(
+    drafter: str = "d",
+    notebook: str = "04",
+    al: float = 3.0,
+    pp: list[float] | None = None,
+    findings: list[dict[str, Any]] | None = None,
+    status: str = "ok",
+) -> dict[str, Any]:
     fs = findings or []
-    return {"drafter": drafter, "notebook": notebook, "status": status, "error": None if status == "ok" else "boom",
-            "verdict": "healthy", "codes": [f["code"] for f in fs], "findings": fs, "counts": {},
-            "metrics": {"acceptance_length": al, "per_position": pp if pp is not None else [0.9, 0.7, 0.4]}}
+    return {
+        "drafter": drafter,
+        "notebook": notebook,
+        "status": status,
+        "error": None if status == "ok" else "boom",
+        "verdict": "healthy",
+        "codes": [f["code"] for f in fs],
+        "findings": fs,
+        "counts": {},
+        "metrics": {"acceptance_length": al, "per_position": pp if pp is not None else [0.9, 0.7, 0.4]},
+    }
 
 
 def test_gate_metrics_tolerances_and_findings() -> None:
-    base = baseline_from_runs([_run(findings=[{"code": "D2T_MISSING", "severity": "error", "engine": "vllm"}])],
-                              {"acceptance_length": 0.1, "per_position": 0.05})
+    base = baseline_from_runs(
+        [_run(findings=[{"code": "D2T_MISSING", "severity": "error", "engine": "vllm"}])],
+        {"acceptance_length": 0.1, "per_position": 0.05},
+    )
     assert base["drafters"]["d"]["expected_findings"] == ["D2T_MISSING"]
     expected = [{"code": "D2T_MISSING", "severity": "error", "engine": "vllm"}]
 
@@ -236,13 +288,17 @@ def test_gate_per_notebook_values_and_summary_as_baseline(tmp_path: Path) -> Non
     assert entry["by_notebook"]["04"]["acceptance_length"]["value"] == 3.0
     assert evaluate_gate(copy.deepcopy(runs), base).passed
     # a previous run's summary.json works as a baseline too
-    (tmp_path / "summary.json").write_text(json.dumps({"schema": "eagle3-forensics/run-summary/1", "runs": runs}))
+    (tmp_path / "summary.json").write_text(
+        json.dumps({"schema": "eagle3-forensics/run-summary/1", "runs": runs})
+    )
     from_summary = load_baseline(tmp_path)
     assert from_summary["drafters"]["d"]["by_notebook"]["04"]["acceptance_length"]["value"] == 3.0
     worse = [_run(notebook="00", al=2.9, pp=[0.7, 0.6, 0.5]), _run(notebook="04", al=2.5)]
     g = evaluate_gate(worse, from_summary)
     assert [(p.notebook, p.kind) for p in g.problems] == [("04", "acceptance_length")]
-    page = index_html({"runs": worse, "gate": g.to_dict(), "name": PAYLOAD, "drafters": ["d"], "notebooks": ["00"]})
+    page = index_html(
+        {"runs": worse, "gate": g.to_dict(), "name": PAYLOAD, "drafters": ["d"], "notebooks": ["00"]}
+    )
     assert "Regression gate FAILED" in page and "acceptance length 2.500 &lt; baseline 3.000" in page
     assert PAYLOAD not in page
 
@@ -258,11 +314,20 @@ def test_triage_through_the_runner_is_static_and_records(tmp_path: Path) -> None
         "timeout": 120,
         "env": {"OMP_NUM_THREADS": "1"},
         "parameters": {"target": str(DEMO / "target")},
-        "notebooks": {"00_triage": {"prompts": str(DEMO / "prompts.jsonl"), "max_prompts": 1, "max_new_tokens": 8,
-                                    "device": "cpu", "ids": str(DEMO / "corpus_ids.safetensors"),
-                                    "lookup": [" the", 16, "d:3"]}},
-        "drafters": {"healthy": str(DEMO / "drafters" / "healthy"),
-                     "d2t_absolute": str(DEMO / "drafters" / "d2t_absolute")},
+        "notebooks": {
+            "00_triage": {
+                "prompts": str(DEMO / "prompts.jsonl"),
+                "max_prompts": 1,
+                "max_new_tokens": 8,
+                "device": "cpu",
+                "ids": str(DEMO / "corpus_ids.safetensors"),
+                "lookup": [" the", 16, "d:3"],
+            }
+        },
+        "drafters": {
+            "healthy": str(DEMO / "drafters" / "healthy"),
+            "d2t_absolute": str(DEMO / "drafters" / "d2t_absolute"),
+        },
     }
     out = tmp_path / "out"
     rc = main_run(data, tmp_path, out, "--write-baseline", str(tmp_path / "b.json"))
@@ -288,7 +353,10 @@ def test_triage_through_the_runner_is_static_and_records(tmp_path: Path) -> None
         assert "<script" not in page and "from eagle3_forensics" not in page
     page = (out / broken["html"]).read_text()
     assert "✗" in page  # the token lookup shows engines mapping draft ids to the wrong targets
-    assert "✗" not in (out / healthy["html"]).read_text().split("Draft ↔ target token lookup")[1].split("Probe")[0]
+    assert (
+        "✗"
+        not in (out / healthy["html"]).read_text().split("Draft ↔ target token lookup")[1].split("Probe")[0]
+    )
     # gate against a doctored baseline: healthy's acceptance raised, D2T_ABSOLUTE no longer expected
     base["drafters"]["healthy"]["acceptance_length"]["value"] += 1.0
     base["drafters"]["d2t_absolute"]["expected_findings"].remove("D2T_ABSOLUTE")
@@ -307,17 +375,35 @@ def test_render_drops_widget_views_and_state(tmp_path: Path) -> None:
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("w")
     cell.outputs = [
-        nbformat.v4.new_output("display_data", data={
-            "application/vnd.jupyter.widget-view+json": {"model_id": "abc", "version_major": 2, "version_minor": 0},
-            "text/plain": "VBox(children=(...))"}),
-        nbformat.v4.new_output("display_data", data={
-            "application/vnd.jupyter.widget-view+json": {"model_id": "def", "version_major": 2, "version_minor": 0},
-            "text/html": "<p>static fallback</p>", "text/plain": "Explorer"}),
+        nbformat.v4.new_output(
+            "display_data",
+            data={
+                "application/vnd.jupyter.widget-view+json": {
+                    "model_id": "abc",
+                    "version_major": 2,
+                    "version_minor": 0,
+                },
+                "text/plain": "VBox(children=(...))",
+            },
+        ),
+        nbformat.v4.new_output(
+            "display_data",
+            data={
+                "application/vnd.jupyter.widget-view+json": {
+                    "model_id": "def",
+                    "version_major": 2,
+                    "version_minor": 0,
+                },
+                "text/html": "<p>static fallback</p>",
+                "text/plain": "Explorer",
+            },
+        ),
         nbformat.v4.new_output("display_data", data={"application/javascript": "document.title='x'"}),
     ]
     nb.cells = [cell]
-    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2,
-                                                                            "version_minor": 0}}
+    nb.metadata["widgets"] = {
+        "application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2, "version_minor": 0}
+    }
     src = tmp_path / "w.ipynb"
     nbformat.write(nb, str(src))
     render_html(src, tmp_path / "w.html", "w")
@@ -348,10 +434,25 @@ def test_papermill_cli_runs_every_notebook(tmp_path: Path) -> None:
     drafter = str(DEMO / "drafters" / "d2t_absolute")
     procs = {}
     for name in notebooks:  # all at once: each is mostly kernel start and imports
-        cmd = [str(papermill), str(NOTEBOOK_DIR / f"{name}.ipynb"), str(tmp_path / f"{name}.ipynb"),
-               "--cwd", str(NOTEBOOK_DIR), "-k", "python3", "--no-progress-bar", "--execution-timeout", "240",
-               "-p", "checkpoint", drafter, *CLI_PARAMS[name]]
-        procs[name] = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cmd = [
+            str(papermill),
+            str(NOTEBOOK_DIR / f"{name}.ipynb"),
+            str(tmp_path / f"{name}.ipynb"),
+            "--cwd",
+            str(NOTEBOOK_DIR),
+            "-k",
+            "python3",
+            "--no-progress-bar",
+            "--execution-timeout",
+            "240",
+            "-p",
+            "checkpoint",
+            drafter,
+            *CLI_PARAMS[name],
+        ]
+        procs[name] = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
     for name, proc in procs.items():
         output, _ = proc.communicate(timeout=280)
         assert proc.returncode == 0, f"{name}:\n{output[-3000:]}"
@@ -385,7 +486,9 @@ def test_explorers_static_and_interactive() -> None:
     ins = inspect_checkpoint(path)
     full = tensor_key_table(d, ins)
     assert len(full) == len(ins.tensors) and set(d.loads) <= set(full.columns)
-    assert set(tensor_key_table(d, ins, "LAYERS.0")["name"]) == {t.name for t in ins.tensors if "layers.0" in t.name}
+    assert set(tensor_key_table(d, ins, "LAYERS.0")["name"]) == {
+        t.name for t in ins.tensors if "layers.0" in t.name
+    }
     assert list(tensor_key_table(d, ins, "re:^d2t$")["name"]) == ["d2t"]
     dropped = tensor_key_table(d, ins, action="dropped")
     assert len(dropped) > 0 and all((dropped[list(d.loads)] == "dropped").any(axis=1))
@@ -400,8 +503,9 @@ def test_explorers_static_and_interactive() -> None:
     assert "application/vnd.jupyter.widget-view+json" in bundle and "text/html" in bundle  # fallback kept
     assert type(live.widget).__name__ == "VBox"
 
-    data = token_lookup_data(DEMO / "drafters" / "d2t_absolute", DEMO / "target",
-                             ids=DEMO / "corpus_ids.safetensors")
+    data = token_lookup_data(
+        DEMO / "drafters" / "d2t_absolute", DEMO / "target", ids=DEMO / "corpus_ids.safetensors"
+    )
     rows = data.rows([" the", 16, "d:3", "9999", "no-such-token-xyz"])
     the = rows[0]
     assert the["draft id"] != "—" and the["stored d2t[i]"] == the["target id"]  # absolute ids stored
@@ -432,7 +536,9 @@ def test_explorers_escape_untrusted_names(tmp_path: Path) -> None:
     save_file(tensors, str(dst / "model.safetensors"))
     page = tensor_browser(dst, DEMO / "target", interactive=False)._repr_mimebundle_()["text/html"]
     assert PAYLOAD not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
-    page = token_lookup(dst, DEMO / "target", queries=[PAYLOAD], interactive=False)._repr_mimebundle_()["text/html"]
+    page = token_lookup(dst, DEMO / "target", queries=[PAYLOAD], interactive=False)._repr_mimebundle_()[
+        "text/html"
+    ]
     assert PAYLOAD not in page and "<img" not in page
 
 
@@ -440,8 +546,13 @@ def test_changes_against_a_previous_run_are_shown() -> None:
     from eagle3_forensics.runner import changes
 
     previous = [_run(al=3.0), {**_run(notebook="03"), "metrics": {"coverage": 0.9}}]
-    now = [_run(al=2.5, findings=[{"code": "D2T_ABSOLUTE", "severity": "error", "engine": None}], status="failed"),
-           {**_run(notebook="03"), "metrics": {"coverage": 0.95}}, _run(notebook="05")]
+    now = [
+        _run(
+            al=2.5, findings=[{"code": "D2T_ABSOLUTE", "severity": "error", "engine": None}], status="failed"
+        ),
+        {**_run(notebook="03"), "metrics": {"coverage": 0.95}},
+        _run(notebook="05"),
+    ]
     changes(now, previous)
     assert now[0]["change"]["acceptance_length"] == -0.5
     assert now[0]["change"]["status"] == "ok → failed" and now[0]["change"]["codes_added"] == ["D2T_ABSOLUTE"]
@@ -449,7 +560,9 @@ def test_changes_against_a_previous_run_are_shown() -> None:
     assert now[2]["change"] == {"new": True}
     gate = evaluate_gate(now, baseline_from_runs(previous))
     page = index_html({"runs": now, "gate": gate.to_dict()})
-    assert "(-0.500 vs previous)" in page and "(-0.500 vs baseline)" in page and "(+0.050 vs previous)" in page
+    assert (
+        "(-0.500 vs previous)" in page and "(-0.500 vs baseline)" in page and "(+0.050 vs previous)" in page
+    )
     assert "status ok → failed" in page and "new in this run" in page
 
 
@@ -463,9 +576,11 @@ def test_explorer_callbacks_in_a_live_kernel(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setenv("E3F_INTERACTIVE", "1")  # the kernel's parent is pytest, a headless executor
     monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
-    km, kc = start_new_kernel(kernel_name="python3", extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
-                              cwd=str(NOTEBOOK_DIR))
+    km, kc = start_new_kernel(
+        kernel_name="python3", extra_arguments=["--IPKernelApp.log_level=CRITICAL"], cwd=str(NOTEBOOK_DIR)
+    )
     try:
+
         def drain(msg_id: str | None = None, quiet: float = 2.0) -> list[dict[str, Any]]:
             got = []
             while True:
@@ -474,45 +589,73 @@ def test_explorer_callbacks_in_a_live_kernel(monkeypatch: pytest.MonkeyPatch) ->
                 except queue.Empty:
                     return got
                 got.append(m)
-                if (msg_id and m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "status"
-                        and m["content"]["execution_state"] == "idle"):
+                if (
+                    msg_id
+                    and m["parent_header"].get("msg_id") == msg_id
+                    and m["msg_type"] == "status"
+                    and m["content"]["execution_state"] == "idle"
+                ):
                     return got
 
-        code = ("from eagle3_forensics.widgets import tensor_browser, token_lookup\n"
-                "tb = tensor_browser('../data/demo/drafters/speculators_layout', '../data/demo/target')\n"
-                "tl = token_lookup('../data/demo/drafters/d2t_absolute', '../data/demo/target')\n"
-                "from eagle3_forensics.widgets import probe_controls\n"
-                "pc = probe_controls('../data/demo/drafters/healthy', '../data/demo/target',"
-                " '../data/demo/prompts.jsonl', max_prompts=1, max_new_tokens=8, device='cpu')\n"
-                "display(tb, tl, pc)")
+        code = (
+            "from eagle3_forensics.widgets import tensor_browser, token_lookup\n"
+            "tb = tensor_browser('../data/demo/drafters/speculators_layout', '../data/demo/target')\n"
+            "tl = token_lookup('../data/demo/drafters/d2t_absolute', '../data/demo/target')\n"
+            "from eagle3_forensics.widgets import probe_controls\n"
+            "pc = probe_controls('../data/demo/drafters/healthy', '../data/demo/target',"
+            " '../data/demo/prompts.jsonl', max_prompts=1, max_new_tokens=8, device='cpu')\n"
+            "display(tb, tl, pc)"
+        )
         msgs = drain(kc.execute(code))
         errors = [m["content"] for m in msgs if m["msg_type"] == "error"]
         assert not errors, errors
-        shown = [m["content"]["data"] for m in msgs if m["msg_type"] == "display_data"
-                 and "application/vnd.jupyter.widget-view+json" in m["content"]["data"]]
+        shown = [
+            m["content"]["data"]
+            for m in msgs
+            if m["msg_type"] == "display_data"
+            and "application/vnd.jupyter.widget-view+json" in m["content"]["data"]
+        ]
         assert len(shown) == 3 and all("text/html" in d for d in shown)  # widget + static fallback
-        models = {m["content"]["comm_id"]: m["content"]["data"]["state"] for m in msgs if m["msg_type"] == "comm_open"}
+        models = {
+            m["content"]["comm_id"]: m["content"]["data"]["state"]
+            for m in msgs
+            if m["msg_type"] == "comm_open"
+        }
         texts = [cid for cid, st in models.items() if st.get("_model_name") == "TextModel"]
         assert len(texts) == 2
 
         def type_into(comm_id: str, value: str) -> list[str]:
-            kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
-                "method": "update", "state": {"value": value}, "buffer_paths": []}}))
-            return [m["content"]["data"].get("text/html", "") for m in drain()
-                    if m["msg_type"] == "display_data"]
+            kc.shell_channel.send(
+                kc.session.msg(
+                    "comm_msg",
+                    {
+                        "comm_id": comm_id,
+                        "data": {"method": "update", "state": {"value": value}, "buffer_paths": []},
+                    },
+                )
+            )
+            return [
+                m["content"]["data"].get("text/html", "") for m in drain() if m["msg_type"] == "display_data"
+            ]
 
         pages = type_into(texts[0], "embed")
         assert pages and re.search(r"1 of \d+ tensors matching <code>embed</code>", pages[-1])
         pages = type_into(texts[1], " the")
         assert pages and "✗" in pages[-1] and "' the'" in pages[-1]
         button = next(cid for cid, st in models.items() if st.get("_model_name") == "ButtonModel")
-        kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": button, "data": {
-            "method": "custom", "content": {"event": "click"}}}))
+        kc.shell_channel.send(
+            kc.session.msg(
+                "comm_msg", {"comm_id": button, "data": {"method": "custom", "content": {"event": "click"}}}
+            )
+        )
         deadline = time.monotonic() + 90
         pages = []
         while time.monotonic() < deadline and not any("acceptance length" in p for p in pages):
-            pages += [m["content"]["data"].get("text/html", "") for m in drain(quiet=5.0)
-                      if m["msg_type"] == "display_data"]
+            pages += [
+                m["content"]["data"].get("text/html", "")
+                for m in drain(quiet=5.0)
+                if m["msg_type"] == "display_data"
+            ]
         assert any("acceptance length" in p and "<img" in p for p in pages), pages[-1:]
     finally:
         km.shutdown_kernel(now=True)

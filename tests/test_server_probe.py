@@ -159,8 +159,13 @@ def simulate(pattern: tuple[int, ...], max_tokens: int, k: int = K) -> dict[str,
         for p in range(a):
             per_pos[p] += 1
         tokens += a + 1
-    return {"completion": min(tokens, max_tokens), "verify": steps, "accepted": accepted, "per_pos": per_pos,
-            "hist": hist}
+    return {
+        "completion": min(tokens, max_tokens),
+        "verify": steps,
+        "accepted": accepted,
+        "per_pos": per_pos,
+        "hist": hist,
+    }
 
 
 def pattern_for(prompt: str) -> tuple[int, ...]:
@@ -197,37 +202,79 @@ class FakeVllm:
 
     def metrics(self, body: Any, query: dict[str, str]) -> Reply:
         lab = f'engine="0",model_name="{self.model}"'
-        lines = ["# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.",
-                 "# TYPE process_start_time_seconds gauge", f"process_start_time_seconds {self.start_time}"]
+        lines = [
+            "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.",
+            "# TYPE process_start_time_seconds gauge",
+            f"process_start_time_seconds {self.start_time}",
+        ]
         if self.spec:
-            for name, value in (("num_drafts", self.drafts), ("num_draft_tokens", self.draft_tokens),
-                                ("num_accepted_tokens", self.accepted)):
-                lines += [f"# HELP vllm:spec_decode_{name} Number of spec decoding {name}.",
-                          f"# TYPE vllm:spec_decode_{name} counter",
-                          f"vllm:spec_decode_{name}_total{{{lab}}} {float(value)}",
-                          f"vllm:spec_decode_{name}_created{{{lab}}} {self.start_time + 40}"]
-            lines += ["# HELP vllm:spec_decode_num_accepted_tokens_per_pos Accepted tokens per draft position.",
-                      "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter"]
+            for name, value in (
+                ("num_drafts", self.drafts),
+                ("num_draft_tokens", self.draft_tokens),
+                ("num_accepted_tokens", self.accepted),
+            ):
+                lines += [
+                    f"# HELP vllm:spec_decode_{name} Number of spec decoding {name}.",
+                    f"# TYPE vllm:spec_decode_{name} counter",
+                    f"vllm:spec_decode_{name}_total{{{lab}}} {float(value)}",
+                    f"vllm:spec_decode_{name}_created{{{lab}}} {self.start_time + 40}",
+                ]
+            lines += [
+                "# HELP vllm:spec_decode_num_accepted_tokens_per_pos Accepted tokens per draft position.",
+                "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter",
+            ]
             for p, v in enumerate(self.per_pos):
-                lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{p}"}} {float(v)}')
-        lines += ["# HELP vllm:generation_tokens Number of generation tokens processed.",
-                  "# TYPE vllm:generation_tokens counter",
-                  f"vllm:generation_tokens_total{{{lab}}} {float(self.generation)}"]
+                lines.append(
+                    f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{p}"}} {float(v)}'
+                )
+        lines += [
+            "# HELP vllm:generation_tokens Number of generation tokens processed.",
+            "# TYPE vllm:generation_tokens counter",
+            f"vllm:generation_tokens_total{{{lab}}} {float(self.generation)}",
+        ]
         return Reply(200, "\n".join(lines) + "\n", "text/plain; version=0.0.4; charset=utf-8")
 
     def models(self, body: Any, query: dict[str, str]) -> Reply:
-        return Reply(200, {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "vllm",
-                                                       "root": self.model, "max_model_len": 512}]})
+        return Reply(
+            200,
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.model,
+                        "object": "model",
+                        "owned_by": "vllm",
+                        "root": self.model,
+                        "max_model_len": 512,
+                    }
+                ],
+            },
+        )
 
     def info(self, body: Any, query: dict[str, str]) -> Reply:
         if not self.server_info:
             return Reply(404, {"detail": "Not Found"})
-        spec = None if not self.spec else {
-            "method": self.method, "model": self.draft_model,
-            "num_speculative_tokens": self.k if self.info_k is None else self.info_k,
-            "draft_tensor_parallel_size": 1}
-        return Reply(200, {"vllm_config": {"model_config": {"model": self.model, "dtype": "torch.float32"},
-                                           "speculative_config": spec}, "vllm_env": {}, "system_env": {}})
+        spec = (
+            None
+            if not self.spec
+            else {
+                "method": self.method,
+                "model": self.draft_model,
+                "num_speculative_tokens": self.k if self.info_k is None else self.info_k,
+                "draft_tensor_parallel_size": 1,
+            }
+        )
+        return Reply(
+            200,
+            {
+                "vllm_config": {
+                    "model_config": {"model": self.model, "dtype": "torch.float32"},
+                    "speculative_config": spec,
+                },
+                "vllm_env": {},
+                "system_env": {},
+            },
+        )
 
     def completions(self, body: Any, query: dict[str, str]) -> Reply:
         assert body["temperature"] == 0 and body["ignore_eos"] is True and body["model"] == self.model
@@ -241,14 +288,28 @@ class FakeVllm:
         self.requests += 1
         if self.after_requests is not None:
             self.after_requests(self)
-        return Reply(200, {"id": "cmpl-1", "object": "text_completion", "model": self.model,
-                           "choices": [{"index": 0, "text": " x" * s["completion"], "finish_reason": "length"}],
-                           "usage": {"prompt_tokens": 7, "completion_tokens": s["completion"],
-                                     "total_tokens": 7 + s["completion"]}})
+        return Reply(
+            200,
+            {
+                "id": "cmpl-1",
+                "object": "text_completion",
+                "model": self.model,
+                "choices": [{"index": 0, "text": " x" * s["completion"], "finish_reason": "length"}],
+                "usage": {
+                    "prompt_tokens": 7,
+                    "completion_tokens": s["completion"],
+                    "total_tokens": 7 + s["completion"],
+                },
+            },
+        )
 
     def routes(self) -> dict[tuple[str, str], Route]:
-        return {("GET", "/metrics"): self.metrics, ("GET", "/v1/models"): self.models,
-                ("GET", "/server_info"): self.info, ("POST", "/v1/completions"): self.completions}
+        return {
+            ("GET", "/metrics"): self.metrics,
+            ("GET", "/v1/models"): self.models,
+            ("GET", "/server_info"): self.info,
+            ("POST", "/v1/completions"): self.completions,
+        }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,25 +321,49 @@ def sglang_meta(generation: int | str, s: dict[str, Any], k: int = K) -> dict[st
     """meta_info as each SGLang generation writes it (see the module docstring for sources)."""
     verify, acc, comp = s["verify"], s["accepted"], s["completion"]
     proposed = verify * k  # verify_ct × (speculative_num_draft_tokens − 1)
-    meta: dict[str, Any] = {"id": "req-1", "finish_reason": {"type": "length", "length": comp},
-                            "prompt_tokens": 7, "completion_tokens": comp, "cached_tokens": 0}
+    meta: dict[str, Any] = {
+        "id": "req-1",
+        "finish_reason": {"type": "length", "length": comp},
+        "prompt_tokens": 7,
+        "completion_tokens": comp,
+        "cached_tokens": 0,
+    }
     if verify == 0:  # generations 2 and 3 write nothing without a verify step; generation 1 writes zeros
         if generation == 1:
             meta.update({"spec_accept_rate": 0.0, "spec_accept_length": 0, "spec_verify_ct": 0})
         return meta
-    meta.update({"spec_accept_rate": acc / proposed, "spec_accept_length": comp / verify, "spec_verify_ct": verify})
+    meta.update(
+        {"spec_accept_rate": acc / proposed, "spec_accept_length": comp / verify, "spec_verify_ct": verify}
+    )
     if generation == 1:
         meta.update({"spec_accept_token_num": acc, "spec_draft_token_num": proposed})
     elif generation == 2:
-        meta.update({"spec_accepted_drafts": acc, "spec_proposed_drafts": proposed,
-                     "spec_accept_histogram": s["hist"]})
+        meta.update(
+            {
+                "spec_accepted_drafts": acc,
+                "spec_proposed_drafts": proposed,
+                "spec_accept_histogram": s["hist"],
+            }
+        )
     elif generation == 3:
-        meta.update({"spec_num_correct_drafts": acc, "spec_num_proposed_drafts": proposed,
-                     "spec_accepted_drafts": acc, "spec_proposed_drafts": proposed,
-                     "spec_correct_drafts_histogram": s["hist"], "spec_accept_histogram": s["hist"]})
+        meta.update(
+            {
+                "spec_num_correct_drafts": acc,
+                "spec_num_proposed_drafts": proposed,
+                "spec_accepted_drafts": acc,
+                "spec_proposed_drafts": proposed,
+                "spec_correct_drafts_histogram": s["hist"],
+                "spec_accept_histogram": s["hist"],
+            }
+        )
     elif generation == "by_position":
-        meta.update({"spec_num_correct_drafts": acc, "spec_num_proposed_drafts": proposed,
-                     "spec_num_correct_drafts_by_position": s["per_pos"]})
+        meta.update(
+            {
+                "spec_num_correct_drafts": acc,
+                "spec_num_proposed_drafts": proposed,
+                "spec_num_correct_drafts_by_position": s["per_pos"],
+            }
+        )
     return meta
 
 
@@ -298,25 +383,37 @@ class FakeSglang:
 
     def info(self, body: Any, query: dict[str, str]) -> Reply:
         avg = self.accept_total / self.verify_total if self.verify_total else 0.0
-        return Reply(200, {
-            "model_path": str(DEMO / "target"), "tokenizer_path": str(DEMO / "target"), "dtype": "bfloat16",
-            "speculative_algorithm": self.algorithm, "speculative_draft_model_path": self.draft_model,
-            "speculative_num_steps": self.k if self.algorithm else None,
-            "speculative_eagle_topk": self.topk if self.algorithm else None,
-            "speculative_num_draft_tokens": (self.num_draft_tokens or self.k + 1) if self.algorithm else None,
-            "enable_metrics": self.enable_metrics, "max_total_num_tokens": 4096,
-            "internal_states": [{"avg_spec_accept_length": avg, "last_gen_throughput": 12.5}],
-            "version": "0.5.x"})
+        return Reply(
+            200,
+            {
+                "model_path": str(DEMO / "target"),
+                "tokenizer_path": str(DEMO / "target"),
+                "dtype": "bfloat16",
+                "speculative_algorithm": self.algorithm,
+                "speculative_draft_model_path": self.draft_model,
+                "speculative_num_steps": self.k if self.algorithm else None,
+                "speculative_eagle_topk": self.topk if self.algorithm else None,
+                "speculative_num_draft_tokens": (self.num_draft_tokens or self.k + 1)
+                if self.algorithm
+                else None,
+                "enable_metrics": self.enable_metrics,
+                "max_total_num_tokens": 4096,
+                "internal_states": [{"avg_spec_accept_length": avg, "last_gen_throughput": 12.5}],
+                "version": "0.5.x",
+            },
+        )
 
     def metrics(self, body: Any, query: dict[str, str]) -> Reply:
         if not self.enable_metrics:
             return Reply(404, {"detail": "Not Found"})
-        text = ("# HELP sglang:spec_accept_length The average acceptance length of speculative decoding.\n"
-                "# TYPE sglang:spec_accept_length gauge\n"
-                'sglang:spec_accept_length{model_name="/models/target",engine_type="unified"} 2.6\n'
-                "# HELP sglang:spec_accept_rate The average acceptance rate of speculative decoding.\n"
-                "# TYPE sglang:spec_accept_rate gauge\n"
-                'sglang:spec_accept_rate{model_name="/models/target",engine_type="unified"} 0.5\n')
+        text = (
+            "# HELP sglang:spec_accept_length The average acceptance length of speculative decoding.\n"
+            "# TYPE sglang:spec_accept_length gauge\n"
+            'sglang:spec_accept_length{model_name="/models/target",engine_type="unified"} 2.6\n'
+            "# HELP sglang:spec_accept_rate The average acceptance rate of speculative decoding.\n"
+            "# TYPE sglang:spec_accept_rate gauge\n"
+            'sglang:spec_accept_rate{model_name="/models/target",engine_type="unified"} 0.5\n'
+        )
         return Reply(200, text, "text/plain")
 
     def generate(self, body: Any, query: dict[str, str]) -> Reply:
@@ -325,19 +422,29 @@ class FakeSglang:
         if self.algorithm:
             s = simulate(pattern_for(body["text"]), sp["max_new_tokens"], self.k)
         else:  # no speculative decoding: one token per forward, no verify step
-            s = {"completion": sp["max_new_tokens"], "verify": 0, "accepted": 0, "per_pos": [0] * self.k,
-                 "hist": [0] * (self.k + 1)}
+            s = {
+                "completion": sp["max_new_tokens"],
+                "verify": 0,
+                "accepted": 0,
+                "per_pos": [0] * self.k,
+                "hist": [0] * (self.k + 1),
+            }
         self.verify_total += s["verify"]
         self.accept_total += s["completion"]
         meta = sglang_meta(self.generation, s, self.k)
         if self.meta_override is not None:
             meta = self.meta_override(meta)
-        return Reply(200, {"text": " x" * s["completion"], "output_ids": list(range(s["completion"])),
-                           "meta_info": meta})
+        return Reply(
+            200,
+            {"text": " x" * s["completion"], "output_ids": list(range(s["completion"])), "meta_info": meta},
+        )
 
     def routes(self) -> dict[tuple[str, str], Route]:
-        return {("GET", self.info_path): self.info, ("GET", "/metrics"): self.metrics,
-                ("POST", "/generate"): self.generate}
+        return {
+            ("GET", self.info_path): self.info,
+            ("GET", "/metrics"): self.metrics,
+            ("POST", "/generate"): self.generate,
+        }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,9 +490,23 @@ def closed_port() -> int:
 
 
 def probe_keys() -> set[str]:
-    r = ProbeResult(drafter="d", target="t", engine="vllm", k=3, device="cpu", dtype="float32", prompts=1,
-                    max_new_tokens=4, live=LiveRun(3), greedy=None, lossless=None, mismatched_prompts=[],
-                    teacher_forced=None, aux_sweep=None, view=None)
+    r = ProbeResult(
+        drafter="d",
+        target="t",
+        engine="vllm",
+        k=3,
+        device="cpu",
+        dtype="float32",
+        prompts=1,
+        max_new_tokens=4,
+        live=LiveRun(3),
+        greedy=None,
+        lossless=None,
+        mismatched_prompts=[],
+        teacher_forced=None,
+        aux_sweep=None,
+        view=None,
+    )
     return set(r.to_dict())
 
 
@@ -464,10 +585,12 @@ def test_vllm_other_traffic_makes_the_counters_inconsistent(prompts_file: Path) 
 
 
 def test_parse_metrics_sums_engines_and_ignores_created() -> None:
-    text = ("# TYPE vllm:spec_decode_num_drafts counter\n"
-            'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 3.0\n'
-            'vllm:spec_decode_num_drafts_created{engine="0",model_name="m"} 1.7e9\n'
-            'vllm:spec_decode_num_drafts_total{engine="1",model_name="m"} 4.0\n')
+    text = (
+        "# TYPE vllm:spec_decode_num_drafts counter\n"
+        'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 3.0\n'
+        'vllm:spec_decode_num_drafts_created{engine="0",model_name="m"} 1.7e9\n'
+        'vllm:spec_decode_num_drafts_total{engine="1",model_name="m"} 4.0\n'
+    )
     from eagle3_forensics.server_probe import _sum
 
     assert _sum(parse_metrics(text), "vllm:spec_decode_num_drafts_total") == 7.0
@@ -497,7 +620,9 @@ def test_aux_layers_the_engine_ignores_are_an_error(prompts_file: Path, tmp_path
     (drafter / "config.json").write_text(json.dumps(cfg))
     fake = FakeVllm(server_info=False)
     with FakeServer(fake.routes()) as srv:
-        r = probe_server(srv.url, "vllm", prompts_file, max_new_tokens=NEW, drafter=drafter, target=DEMO / "target")
+        r = probe_server(
+            srv.url, "vllm", prompts_file, max_new_tokens=NEW, drafter=drafter, target=DEMO / "target"
+        )
     aux = r.to_dict()["server"]["launch"]["aux_layers"]
     assert aux["drafter_config_hf"] == [1, 3, 4] and aux["engine_reads_hf"] == [2, 4, 5]
     assert "AUX_LAYERS_DIFFER" in codes(r) and r.exit_code == 1
@@ -517,18 +642,39 @@ def test_unreadable_drafter_is_noted(prompts_file: Path) -> None:
 
 def reference(al: float, k: int = K, prompts: int = 2, new: int = NEW) -> dict[str, Any]:
     per = (al - 1) / k
-    return {"drafter": "d", "engine": "vllm", "device": "cpu", "k": k, "prompts": prompts, "max_new_tokens": new,
-            "acceptance_length": al, "acceptance_rate": (al - 1) / k,
-            "per_position": {"cumulative": [per] * k, "conditional": [per] + [1.0] * (k - 1), "accepted": []}}
+    return {
+        "drafter": "d",
+        "engine": "vllm",
+        "device": "cpu",
+        "k": k,
+        "prompts": prompts,
+        "max_new_tokens": new,
+        "acceptance_length": al,
+        "acceptance_rate": (al - 1) / k,
+        "per_position": {"cumulative": [per] * k, "conditional": [per] + [1.0] * (k - 1), "accepted": []},
+    }
 
 
-def test_compare_within_tolerance(prompts_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_within_tolerance(
+    prompts_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     ref = tmp_path / "ref.json"
     ref.write_text(json.dumps(reference(2.4)))
     fake = FakeVllm()
     with FakeServer(fake.routes()) as srv:
-        code, d, _ = run_cli(capsys, srv.url, "--engine", "vllm", "--prompts", str(prompts_file),
-                             "--max-new-tokens", str(NEW), "--compare-with", str(ref), "--json")
+        code, d, _ = run_cli(
+            capsys,
+            srv.url,
+            "--engine",
+            "vllm",
+            "--prompts",
+            str(prompts_file),
+            "--max-new-tokens",
+            str(NEW),
+            "--compare-with",
+            str(ref),
+            "--json",
+        )
     assert code == 0 and d is not None
     c = d["compare"]
     assert c["within_tolerance"] and c["acceptance_length"]["gap"] == pytest.approx(0.1)
@@ -551,13 +697,22 @@ def test_compare_beyond_tolerance_is_an_error(prompts_file: Path) -> None:
     assert "ENGINE_GAP" not in codes(r) and r.exit_code == 0
 
 
-def test_compare_with_a_bad_file_is_unusable_input(prompts_file: Path, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_with_a_bad_file_is_unusable_input(
+    prompts_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"not": "a probe result"}')
     for path in (bad, tmp_path / "missing.json"):
-        code, _, err = run_cli(capsys, "http://127.0.0.1:9", "--engine", "vllm", "--prompts", str(prompts_file),
-                               "--compare-with", str(path))
+        code, _, err = run_cli(
+            capsys,
+            "http://127.0.0.1:9",
+            "--engine",
+            "vllm",
+            "--prompts",
+            str(prompts_file),
+            "--compare-with",
+            str(path),
+        )
         assert code == 2 and "compare-with" in err
 
 
@@ -569,8 +724,15 @@ def test_server_vs_reference_for_notebook_04(prompts_file: Path) -> None:
 
     fake = FakeVllm()
     with FakeServer(fake.routes()) as srv:
-        r = server_vs_reference(srv.url, "vllm", DEMO / "drafters" / "healthy", DEMO / "target", prompts_file,
-                                max_new_tokens=NEW, device="cpu")
+        r = server_vs_reference(
+            srv.url,
+            "vllm",
+            DEMO / "drafters" / "healthy",
+            DEMO / "target",
+            prompts_file,
+            max_new_tokens=NEW,
+            device="cpu",
+        )
     assert r.compare is not None and r.compare["reference"]["engine"] == "vllm"
     assert r.compare["reference"]["k"] == K and r.compare["reference"]["max_new_tokens"] == NEW
     assert len(r.compare["per_position"]) == K
@@ -603,8 +765,13 @@ def test_sglang_generations(prompts_file: Path, generation: int | str) -> None:
         assert d["per_position"]["accepted"] == [6, 4, 2]
         assert d["per_position"]["cumulative"] == pytest.approx([0.75, 0.5, 0.25])
     launch = d["server"]["launch"]
-    assert (launch["method"], launch["num_speculative_tokens"], launch["topk"], launch["num_draft_tokens"],
-            launch["shape"]) == ("eagle3", 3, 1, 4, "chain")
+    assert (
+        launch["method"],
+        launch["num_speculative_tokens"],
+        launch["topk"],
+        launch["num_draft_tokens"],
+        launch["shape"],
+    ) == ("eagle3", 3, 1, 4, "chain")
     assert rep["avg_spec_accept_length"]["after"] == [pytest.approx(22 / 8)]
     assert rep["metrics_gauges"]["spec_accept_length"] == 2.6
     assert all(c["ok"] for c in d["server"]["consistency"]), d["server"]["consistency"]
@@ -621,12 +788,16 @@ def test_sglang_acceptance_length_is_a_ratio_of_sums(tmp_path: Path) -> None:
     mean_of_ratios = (a["completion"] / a["verify"] + b["completion"] / b["verify"]) / 2
     reported = r.to_dict()["server"]["engine_reported"]["acceptance_length"]["value"]
     assert reported == pytest.approx(ratio_of_sums) and reported != pytest.approx(mean_of_ratios)
-    assert r.acceptance_length == pytest.approx(1 + (a["accepted"] + b["accepted"]) / (a["verify"] + b["verify"]))
+    assert r.acceptance_length == pytest.approx(
+        1 + (a["accepted"] + b["accepted"]) / (a["verify"] + b["verify"])
+    )
 
 
 def test_sglang_derives_accepted_when_no_field_carries_it(prompts_file: Path) -> None:
     def strip(meta: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in meta.items() if k in ("completion_tokens", "spec_verify_ct", "prompt_tokens")}
+        return {
+            k: v for k, v in meta.items() if k in ("completion_tokens", "spec_verify_ct", "prompt_tokens")
+        }
 
     fake = FakeSglang(meta_override=strip)
     with FakeServer(fake.routes()) as srv:
@@ -664,8 +835,9 @@ def test_connection_refused(prompts_file: Path, capsys: pytest.CaptureFixture[st
     assert codes(r) == {"SERVER_UNREACHABLE"} and r.exit_code == EXIT_SERVER and not r.measured
     assert client.requests == 3 and len(sleeps) == 2  # bounded: 1 + retries attempts
     assert r.to_dict()["status"] == "server_fault" and r.to_dict()["acceptance_length"] is None
-    code, d, err = run_cli(capsys, url, "--engine", "sglang", "--prompts", str(prompts_file), "--retries", "0",
-                           "--json")
+    code, d, err = run_cli(
+        capsys, url, "--engine", "sglang", "--prompts", str(prompts_file), "--retries", "0", "--json"
+    )
     assert code == EXIT_SERVER and d is not None and d["findings"][0]["code"] == "SERVER_UNREACHABLE"
     assert "SERVER_UNREACHABLE" in err
 
@@ -701,9 +873,16 @@ def test_generation_request_timing_out_is_not_resent(prompts_file: Path) -> None
 def test_http_500_on_generation(prompts_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fake = FakeVllm()
     routes = fake.routes()
-    routes[("POST", "/v1/completions")] = lambda body, q: Reply(500, {"error": {
-        "message": "EngineCore encountered an issue. See stack trace (above) for the root cause.",
-        "type": "InternalServerError", "code": 500}})
+    routes[("POST", "/v1/completions")] = lambda body, q: Reply(
+        500,
+        {
+            "error": {
+                "message": "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                "type": "InternalServerError",
+                "code": 500,
+            }
+        },
+    )
     with FakeServer(routes) as srv:
         code, d, _ = run_cli(capsys, srv.url, "--engine", "vllm", "--prompts", str(prompts_file), "--json")
         assert srv.hits[("POST", "/v1/completions")] == 1
@@ -763,15 +942,18 @@ def test_malformed_answers(prompts_file: Path, where: str, capsys: pytest.Captur
         elif where == "completions":
             routes[("POST", "/v1/completions")] = lambda b, q: Reply(200, {"choices": []})  # no usage
         else:
-            routes[("GET", "/metrics")] = lambda b, q: Reply(200, "vllm:spec_decode_num_drafts_total{engine= 1 2 3\n",
-                                                             "text/plain")
+            routes[("GET", "/metrics")] = lambda b, q: Reply(
+                200, "vllm:spec_decode_num_drafts_total{engine= 1 2 3\n", "text/plain"
+            )
     else:
         fake = FakeSglang()
         routes = fake.routes()
         if where == "sglang_meta":
             fake.meta_override = lambda meta: {**meta, "completion_tokens": "lots"}
         else:
-            routes[("POST", "/generate")] = lambda b, q: Reply(200, b"<html>502 Bad Gateway</html>", "text/html")
+            routes[("POST", "/generate")] = lambda b, q: Reply(
+                200, b"<html>502 Bad Gateway</html>", "text/html"
+            )
     with FakeServer(routes) as srv:
         code, d, _ = run_cli(capsys, srv.url, "--engine", engine, "--prompts", str(prompts_file), "--json")
     assert code == EXIT_SERVER and d is not None
@@ -813,21 +995,33 @@ def test_restart_mid_run(prompts_file: Path, how: str, capsys: pytest.CaptureFix
 
     fake = FakeVllm(after_requests=restart)
     with FakeServer(fake.routes()) as srv:
-        code, d, _ = run_cli(capsys, srv.url, "--engine", "vllm", "--prompts", str(prompts_file),
-                             "--max-new-tokens", str(NEW), "--json")
+        code, d, _ = run_cli(
+            capsys,
+            srv.url,
+            "--engine",
+            "vllm",
+            "--prompts",
+            str(prompts_file),
+            "--max-new-tokens",
+            str(NEW),
+            "--json",
+        )
     assert code == 1 and d is not None
     assert [f["code"] for f in d["findings"]] == ["COUNTERS_WENT_BACKWARDS"]
     assert d["acceptance_length"] is None and d["status"] == "not_measured"
 
 
-def test_bad_arguments_are_unusable_input(prompts_file: Path, tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
-    for args in (["ftp://host", "--engine", "vllm", "--prompts", str(prompts_file)],
-                 ["http://h:99999", "--engine", "vllm", "--prompts", str(prompts_file)],
-                 ["http://127.0.0.1:9", "--engine", "vllm", "--prompts", str(tmp_path / "missing.jsonl")],
-                 ["http://127.0.0.1:9", "--engine", "vllm", "--prompts", str(prompts_file), "--concurrency", "0"],
-                 ["http://127.0.0.1:9", "--engine", "vllm", "--prompts", str(prompts_file), "--timeout", "-1"],
-                 ["http://127.0.0.1:9", "--engine", "tgi", "--prompts", str(prompts_file)]):
+def test_bad_arguments_are_unusable_input(
+    prompts_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for args in (
+        ["ftp://host", "--engine", "vllm", "--prompts", str(prompts_file)],
+        ["http://h:99999", "--engine", "vllm", "--prompts", str(prompts_file)],
+        ["http://127.0.0.1:9", "--engine", "vllm", "--prompts", str(tmp_path / "missing.jsonl")],
+        ["http://127.0.0.1:9", "--engine", "vllm", "--prompts", str(prompts_file), "--concurrency", "0"],
+        ["http://127.0.0.1:9", "--engine", "vllm", "--prompts", str(prompts_file), "--timeout", "-1"],
+        ["http://127.0.0.1:9", "--engine", "tgi", "--prompts", str(prompts_file)],
+    ):
         code, _, err = run_cli(capsys, *args)
         assert code == 2 and err.count("\n") == 1, (args, err)
 

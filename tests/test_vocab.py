@@ -180,7 +180,9 @@ def test_t2d_wrong_count_is_blamed_on_t2d(mapping: Any) -> None:
     res = classify_mapping(d2t, torch.ones(V_, dtype=torch.bool), V_, v_)
     assert res.kind == "unverified_offsets"
     assert any("all True" in p for p in res.t2d_problems)
-    both_default = classify_mapping(torch.zeros(v_, dtype=torch.int64), torch.ones(V_, dtype=torch.bool), V_, v_)
+    both_default = classify_mapping(
+        torch.zeros(v_, dtype=torch.int64), torch.ones(V_, dtype=torch.bool), V_, v_
+    )
     assert both_default.kind == "identity_default"
 
 
@@ -252,6 +254,7 @@ def test_kinds_are_documented() -> None:
 
 # -- properties -------------------------------------------------------------------------------------
 
+
 @st.composite
 def selections(draw: Any, max_vocab: int = 5000) -> tuple[int, np.ndarray]:
     vocab = draw(st.integers(2, max_vocab))
@@ -320,6 +323,7 @@ def test_prop_absolute_offset_round_trips(data: tuple[int, np.ndarray]) -> None:
 
 # -- building the map: a reference written from the trainers' documented semantics --------------------
 
+
 def _counted(chunks: list[list[int]], masks: list[list[bool]] | None) -> list[int]:
     out: list[int] = []
     for k, ids in enumerate(chunks):
@@ -356,7 +360,9 @@ def _check_against(ref: list[int], mapping: Any, vocab: int, draft: int, tokens:
     assert mapping.selected.tolist() == ref
     assert mapping.t2d.shape == (vocab,) and int(mapping.t2d.sum()) == draft
     assert mapping.padded == max(0, draft - len(set(tokens)))
-    assert mapping.counts.tolist() == np.bincount(np.asarray(tokens, dtype=np.int64), minlength=vocab).tolist()
+    assert (
+        mapping.counts.tolist() == np.bincount(np.asarray(tokens, dtype=np.int64), minlength=vocab).tolist()
+    )
     assert classify_mapping(mapping.d2t, mapping.t2d, vocab, draft).consistent
 
 
@@ -390,7 +396,11 @@ def test_prop_build_matches_reference(data: Any, tie_break: str) -> None:
     _check_against(ref_fn(tokens, draft), mapping, vocab, draft, tokens)
     if len(chunks) == 1:  # a single array / list / tensor is one chunk
         flat_mask = None if masks is None else masks[0]
-        for form in (chunks[0], np.asarray(chunks[0], dtype=np.int64), torch.tensor(chunks[0], dtype=torch.int64)):
+        for form in (
+            chunks[0],
+            np.asarray(chunks[0], dtype=np.int64),
+            torch.tensor(chunks[0], dtype=torch.int64),
+        ):
             again = build_vocab_mapping(form, draft, vocab, loss_mask=flat_mask, tie_break=tie_break)
             assert torch.equal(again.d2t, mapping.d2t) and torch.equal(again.t2d, mapping.t2d)
 
@@ -422,18 +432,23 @@ def test_padding_with_smallest_unused_ids() -> None:
     assert m.padded == 2
     assert m.selected.tolist() == [0, 1, 2, 7, 9]  # 0 was seen; pads are 1 and 2
     assert m.d2t.tolist() == [0, 0, 0, 4, 5]
-    assert m.selected.tolist() == reference_speculators([7, 7, 9, 0], 5) == reference_specforge([7, 7, 9, 0], 5)
+    assert (
+        m.selected.tolist() == reference_speculators([7, 7, 9, 0], 5) == reference_specforge([7, 7, 9, 0], 5)
+    )
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"token_ids": np.array([], dtype=np.int64)}, "no counted tokens"),
-    ({"token_ids": np.array([1, 2]), "loss_mask": np.array([0, 0])}, "no counted tokens"),
-    ({"token_ids": np.array([1, 12])}, "token ids must lie"),
-    ({"token_ids": np.array([1, 2]), "loss_mask": np.array([1])}, "loss_mask has"),
-    ({"token_ids": np.array([1, 2]), "tie_break": "random"}, "tie_break"),
-    ({"token_ids": np.array([1, 2]), "draft_vocab_size": 11}, "draft_vocab_size"),
-    ({"token_ids": np.array([1, 2]), "draft_vocab_size": 0}, "draft_vocab_size"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"token_ids": np.array([], dtype=np.int64)}, "no counted tokens"),
+        ({"token_ids": np.array([1, 2]), "loss_mask": np.array([0, 0])}, "no counted tokens"),
+        ({"token_ids": np.array([1, 12])}, "token ids must lie"),
+        ({"token_ids": np.array([1, 2]), "loss_mask": np.array([1])}, "loss_mask has"),
+        ({"token_ids": np.array([1, 2]), "tie_break": "random"}, "tie_break"),
+        ({"token_ids": np.array([1, 2]), "draft_vocab_size": 11}, "draft_vocab_size"),
+        ({"token_ids": np.array([1, 2]), "draft_vocab_size": 0}, "draft_vocab_size"),
+    ],
+)
 def test_build_rejects_bad_input(kwargs: dict[str, Any], match: str) -> None:
     args = {"draft_vocab_size": 3, "target_vocab_size": 10, **kwargs}
     with pytest.raises(ValueError, match=match):
@@ -505,18 +520,26 @@ def test_prop_first_row_matches_specforge(data: Any, block: int) -> None:
     # one 2-D array, one array per row, and (ids, mask) pairs: the same rows, the same answer
     pairs = [(r, None if mask is None else mask[k]) for k, r in enumerate(ids)]
     # re-readable forms settle ties by re-reading one block; one-shot iterators track exact keys
-    forms: list[tuple[Any, Any]] = [(ids, mask), (tuple(ids), None if mask is None else tuple(mask)),
-                                    (pairs, None), (iter(pairs), None), (lambda: iter(pairs), None)]
+    forms: list[tuple[Any, Any]] = [
+        (ids, mask),
+        (tuple(ids), None if mask is None else tuple(mask)),
+        (pairs, None),
+        (iter(pairs), None),
+        (lambda: iter(pairs), None),
+    ]
     for token_ids, loss_mask in forms:
-        m = build_vocab_mapping(token_ids, draft, vocab, loss_mask=loss_mask, tie_break="first_row",
-                                block_tokens=block)
+        m = build_vocab_mapping(
+            token_ids, draft, vocab, loss_mask=loss_mask, tie_break="first_row", block_tokens=block
+        )
         assert m.selected.tolist() == ref
     for tie, ref_fn in (("id", reference_speculators), ("first_seen", reference_specforge)):
         for token_ids in (ids, iter(list(ids)), lambda: iter(list(ids))):
             loss = mask if token_ids is ids else (None if mask is None else iter(list(mask)))
             if callable(token_ids):
                 loss = None if mask is None else tuple(mask)
-            m = build_vocab_mapping(token_ids, draft, vocab, loss_mask=loss, tie_break=tie, block_tokens=block)
+            m = build_vocab_mapping(
+                token_ids, draft, vocab, loss_mask=loss, tie_break=tie, block_tokens=block
+            )
             assert m.selected.tolist() == ref_fn(tokens, draft)
 
 
@@ -528,8 +551,9 @@ def test_prop_block_size_never_changes_the_map(data: Any, tie_break: str, block:
         return
     as_arrays = tuple(np.asarray(c, dtype=np.int64) for c in chunks)
     mask_arrays = None if masks is None else tuple(np.asarray(m, dtype=bool) for m in masks)
-    small = build_vocab_mapping(as_arrays, draft, vocab, loss_mask=mask_arrays, tie_break=tie_break,
-                                block_tokens=block)
+    small = build_vocab_mapping(
+        as_arrays, draft, vocab, loss_mask=mask_arrays, tie_break=tie_break, block_tokens=block
+    )
     large = build_vocab_mapping(as_arrays, draft, vocab, loss_mask=mask_arrays, tie_break=tie_break)
     assert torch.equal(small.d2t, large.d2t) and torch.equal(small.t2d, large.t2d)
     assert np.array_equal(small.counts, large.counts)
@@ -548,15 +572,19 @@ def test_streaming_inputs_and_mask_semantics() -> None:
     ids = rng.integers(0, 50, size=(40, 30))
     mask = rng.integers(0, 3, size=(40, 30))  # only == 1 counts, as the trainers' loss_mask == 1
     expect = np.bincount(ids[mask == 1], minlength=50)
-    gen = ((ids[i:i + 7], mask[i:i + 7]) for i in range(0, 40, 7))
+    gen = ((ids[i : i + 7], mask[i : i + 7]) for i in range(0, 40, 7))
     m = build_vocab_mapping(gen, 20, 50, tie_break="first_row", block_tokens=64)
     assert m.counts.tolist() == expect.tolist()
     ref = build_vocab_mapping(ids, 20, 50, loss_mask=mask == 1, tie_break="first_row")
     assert torch.equal(m.t2d, ref.t2d)
-    tc = count_token_ids(torch.from_numpy(ids).to(torch.int32), 50, torch.from_numpy(mask == 1), block_tokens=100)
+    tc = count_token_ids(
+        torch.from_numpy(ids).to(torch.int32), 50, torch.from_numpy(mask == 1), block_tokens=100
+    )
     assert tc.counts.tolist() == expect.tolist() and tc.tokens == ids.size and tc.rows == 40
-    assert select_draft_vocab(tc, 20, "id").selected.tolist() == build_vocab_mapping(
-        ids, 20, 50, loss_mask=mask == 1).selected.tolist()
+    assert (
+        select_draft_vocab(tc, 20, "id").selected.tolist()
+        == build_vocab_mapping(ids, 20, 50, loss_mask=mask == 1).selected.tolist()
+    )
 
 
 @pytest.mark.parametrize("bad", [-1, 50, 10**12])
@@ -587,8 +615,11 @@ def test_padding_warns() -> None:
 def test_selected_ids_fingerprint_and_compare(seed_story: Any) -> None:
     sel, d2t, t2d = seed_story
     assert selected_ids(d2t, t2d, V_SEED)[1] == "t2d"
-    for stored, how in ((torch.from_numpy(sel), "absolute"), (absolute_to_offsets(d2t), "double"),
-                        (d2t, "offsets")):
+    for stored, how in (
+        (torch.from_numpy(sel), "absolute"),
+        (absolute_to_offsets(d2t), "double"),
+        (d2t, "offsets"),
+    ):
         got, src = selected_ids(stored, None, V_SEED, v_SEED)
         assert got.tolist() == sel.tolist() and how in src
     fp = mapping_fingerprint(V_SEED, sel)
@@ -653,9 +684,15 @@ def test_lm_head_rows_exact_and_heuristic(seed_story: Any) -> None:
 
 
 @PROPS
-@given(st.lists(st.integers(0, 11), min_size=1, max_size=80), st.integers(1, 12), st.integers(1, 9),
-       st.sampled_from(["id", "first_seen", "first_row"]))
-def test_prop_one_long_row_split_across_blocks(tokens: list[int], draft: int, block: int, tie_break: str) -> None:
+@given(
+    st.lists(st.integers(0, 11), min_size=1, max_size=80),
+    st.integers(1, 12),
+    st.integers(1, 9),
+    st.sampled_from(["id", "first_seen", "first_row"]),
+)
+def test_prop_one_long_row_split_across_blocks(
+    tokens: list[int], draft: int, block: int, tie_break: str
+) -> None:
     """A flat 1-D corpus is one row, however many blocks it spans (each piece is not a new row)."""
     flat = np.asarray(tokens, dtype=np.int64)
     ref = {"id": reference_speculators, "first_seen": reference_specforge}.get(tie_break)

@@ -29,8 +29,13 @@ def _default(n: int | None) -> list[int] | None:
 
 
 def _valid(ids: Any) -> bool:
-    return (isinstance(ids, list) and bool(ids) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
-            and len(set(ids)) == len(ids) and min(ids) >= 0)
+    return (
+        isinstance(ids, list)
+        and bool(ids)
+        and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+        and len(set(ids)) == len(ids)
+        and min(ids) >= 0
+    )
 
 
 def trained_ids(ctx: Context) -> tuple[list[int] | None, str | None]:
@@ -68,10 +73,14 @@ def check_aux_valid(ctx: Context) -> Iterator[Finding]:
             if fc and ht and len(fc) == 2 and fc[1] % ht == 0 and fc[1] // ht != len(ids):
                 problems.append(f"{len(ids)} ids but fc takes {fc[1] // ht} aux states")
         if problems:
-            yield Finding("AUX_LAYER_IDS_INVALID", Severity.ERROR, f"{field} = {ids!r}: " + "; ".join(problems) + ".",
-                          evidence={"field": field, "ids": ids, "problems": problems, "target_layers": n},
-                          fix="Write the ids the drafter was trained with (HF index for vLLM's top-level field, "
-                              "HF index − 1 for SGLang's nested field).")
+            yield Finding(
+                "AUX_LAYER_IDS_INVALID",
+                Severity.ERROR,
+                f"{field} = {ids!r}: " + "; ".join(problems) + ".",
+                evidence={"field": field, "ids": ids, "problems": problems, "target_layers": n},
+                fix="Write the ids the drafter was trained with (HF index for vLLM's top-level field, "
+                "HF index − 1 for SGLang's nested field).",
+            )
 
 
 def check_aux_engines(ctx: Context) -> Iterator[Finding]:
@@ -83,34 +92,53 @@ def check_aux_engines(ctx: Context) -> Iterator[Finding]:
         read_eff = read if read is not None else (rules.aux_default(n) if n is not None else None)
         if trained is None and read is None:
             continue  # both defaults: the same physical layers on every engine
-        evidence = {"trained_hf_ids": trained_eff, "trained_field": trained_level,
-                    "engine_hf_ids": read_eff, "engine_field": read_level,
-                    "engine_default": rules.aux_default_text(), "target_layers": n,
-                    "engine_revision": rules.revision}
+        evidence = {
+            "trained_hf_ids": trained_eff,
+            "trained_field": trained_level,
+            "engine_hf_ids": read_eff,
+            "engine_field": read_level,
+            "engine_default": rules.aux_default_text(),
+            "target_layers": n,
+            "engine_revision": rules.revision,
+        }
         if trained_eff is not None and read_eff is not None and trained_eff == read_eff:
             continue
         if read is None:
             where = f"{'nested eagle_config' if trained_level == EAGLE else 'top-level'} {AUX_FIELD}"
-            reads = (" and ".join(f"{'eagle_config.' if s.level == EAGLE else ''}{AUX_FIELD}"
-                                  for s in rules.aux_sources) or "no config field (hard-coded)")
+            reads = (
+                " and ".join(
+                    f"{'eagle_config.' if s.level == EAGLE else ''}{AUX_FIELD}" for s in rules.aux_sources
+                )
+                or "no config field (hard-coded)"
+            )
             decided = trained_eff is not None and read_eff is not None
             yield Finding(
-                "AUX_LAYER_IDS_IGNORED_BY_ENGINE", Severity.ERROR if decided else Severity.WARNING,
+                "AUX_LAYER_IDS_IGNORED_BY_ENGINE",
+                Severity.ERROR if decided else Severity.WARNING,
                 f"The drafter's aux ids are in {where}, which {rules.display} does not read (it reads {reads}); "
                 f"it falls back to its default {rules.aux_default_text()}"
-                + (f" = {read_eff}, not the trained {trained_eff}." if decided else
-                   "; pass --target to check whether that equals the trained layers."),
-                engine=rules.name, evidence=evidence,
-                fix=_aux_fix(rules, trained_eff))
+                + (
+                    f" = {read_eff}, not the trained {trained_eff}."
+                    if decided
+                    else "; pass --target to check whether that equals the trained layers."
+                ),
+                engine=rules.name,
+                evidence=evidence,
+                fix=_aux_fix(rules, trained_eff),
+            )
             continue
         if trained_eff is not None and len(read) == len(trained_eff):
             shift = {r - t for r, t in zip(read, trained_eff, strict=True)}
             kind = "shifted" if len(shift) == 1 else "different"
             yield Finding(
-                "AUX_LAYER_IDS_CONVENTION_SHIFT", Severity.ERROR,
+                "AUX_LAYER_IDS_CONVENTION_SHIFT",
+                Severity.ERROR,
                 f"{rules.display} reads {read_level} ids as HF layers {read}, but the drafter was trained on "
                 f"{trained_eff}" + (f" ({shift.pop():+d} layer)" if kind == "shifted" else "") + ".",
-                engine=rules.name, evidence=evidence, fix=_aux_fix(rules, trained_eff))
+                engine=rules.name,
+                evidence=evidence,
+                fix=_aux_fix(rules, trained_eff),
+            )
     yield from _ambiguous(ctx)
 
 
@@ -124,14 +152,16 @@ def _ambiguous(ctx: Context) -> Iterator[Finding]:
         for rules in ctx.engines:
             if any(s.level == TOP for s in rules.aux_sources):
                 yield Finding(
-                    "AUX_LAYER_IDS_CONVENTION_SHIFT", Severity.WARNING,
+                    "AUX_LAYER_IDS_CONVENTION_SHIFT",
+                    Severity.WARNING,
                     f"{AUX_FIELD} = {ids} equals the output-of-layer default (1, N//2-1, N-4) for N = {n}; "
                     f"{rules.display} reads it as input-of-layer, one layer early if the trainer captured "
                     "layer outputs (speculators convert copies ids verbatim).",
                     engine=rules.name,
                     evidence={"ids": ids, "target_layers": n, "engine_revision": rules.revision},
                     fix=f"If the drafter was trained on layer outputs, write {[i + 1 for i in ids]}; "
-                        "check with the probe's aux sweep.")
+                    "check with the probe's aux sweep.",
+                )
 
 
 def _aux_fix(rules: EngineRules, trained: list[int] | None) -> str:

@@ -23,7 +23,11 @@ SMALL_TENSOR_ELEMENTS = 1 << 22
 
 def _numpy_ready(t: torch.Tensor | None) -> torch.Tensor | None:
     """bfloat16 / float8 have no numpy dtype: widen them to float32 (still reported as a non-integer map)."""
-    if t is not None and t.is_floating_point() and t.dtype not in (torch.float16, torch.float32, torch.float64):
+    if (
+        t is not None
+        and t.is_floating_point()
+        and t.dtype not in (torch.float16, torch.float32, torch.float64)
+    ):
         return t.float()
     return t
 

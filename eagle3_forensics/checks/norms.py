@@ -16,7 +16,9 @@ def trained_flags(ctx: Context) -> dict[str, bool | None]:
     cfg, names = ctx.cfg, set(ctx.ckpt.tensors)
     out: dict[str, bool | None] = {}
     for flag in SUPPORTED_NORM_FLAGS:
-        value = next((cfg.at(level, flag) for level in (EAGLE, TOP) if isinstance(cfg.at(level, flag), bool)), None)
+        value = next(
+            (cfg.at(level, flag) for level in (EAGLE, TOP) if isinstance(cfg.at(level, flag), bool)), None
+        )
         out[flag] = value
     if "input_norm.weight" in names:
         out["norm_before_fc"] = True
@@ -37,34 +39,57 @@ def check_norm_flags(ctx: Context) -> Iterator[Finding]:
         unsupported = [f for f, v in trained.items() if v is True and f not in rules.norm_flags]
         if unsupported:
             yield Finding(
-                "NORM_FLAGS_UNSUPPORTED", Severity.ERROR,
+                "NORM_FLAGS_UNSUPPORTED",
+                Severity.ERROR,
                 f"The drafter was trained with {', '.join(f'{f}=true' for f in unsupported)}; {rules.display} does "
                 "not implement it and computes a different function (acceptance degrades silently).",
                 engine=rules.name,
-                evidence={"unsupported": unsupported, "trained": trained, "engine_implements": sorted(rules.norm_flags),
-                          "engine_revision": rules.revision},
+                evidence={
+                    "unsupported": unsupported,
+                    "trained": trained,
+                    "engine_implements": sorted(rules.norm_flags),
+                    "engine_revision": rules.revision,
+                },
                 fix="No weight-space conversion exists: serve on an engine that implements these variants "
-                    "(vLLM), or retrain with them off for this engine.")
+                "(vLLM), or retrain with them off for this engine.",
+            )
             continue
         # A flat config's norm_output has SpecForge's meaning: check_norm_output_meaning handles it.
-        mismatched = [f for f, v in trained.items()
-                      if isinstance(v, bool) and f in rules.norm_flags and engine_flag(rules, ctx.cfg, f) != v
-                      and not (f == "norm_output" and ctx.cfg.style == "flat")]
+        mismatched = [
+            f
+            for f, v in trained.items()
+            if isinstance(v, bool)
+            and f in rules.norm_flags
+            and engine_flag(rules, ctx.cfg, f) != v
+            and not (f == "norm_output" and ctx.cfg.style == "flat")
+        ]
         if mismatched:
             yield Finding(
-                "NORM_FLAGS_UNSUPPORTED", Severity.ERROR,
+                "NORM_FLAGS_UNSUPPORTED",
+                Severity.ERROR,
                 f"{rules.display} will run with {', '.join(f'{f}={engine_flag(rules, ctx.cfg, f)}' for f in mismatched)}, "
-                "not the trained value.", engine=rules.name,
+                "not the trained value.",
+                engine=rules.name,
                 evidence={"mismatched": mismatched, "trained": trained, "engine_revision": rules.revision},
-                fix="Write the trained values explicitly where the engine reads them (top level).")
-        if (ctx.cfg.style == "speculators" and trained["norm_before_residual"] is None
-                and rules.speculators_norm_before_residual_default is not None):
+                fix="Write the trained values explicitly where the engine reads them (top level).",
+            )
+        if (
+            ctx.cfg.style == "speculators"
+            and trained["norm_before_residual"] is None
+            and rules.speculators_norm_before_residual_default is not None
+        ):
             yield Finding(
-                "NORM_FLAGS_UNSUPPORTED", Severity.WARNING,
+                "NORM_FLAGS_UNSUPPORTED",
+                Severity.WARNING,
                 f"The speculators config does not say norm_before_residual; {rules.display} assumes "
-                f"{str(rules.speculators_norm_before_residual_default).lower()}.", engine=rules.name,
-                evidence={"assumed": rules.speculators_norm_before_residual_default, "engine_revision": rules.revision},
-                fix="Write norm_before_residual explicitly (the value used in training).")
+                f"{str(rules.speculators_norm_before_residual_default).lower()}.",
+                engine=rules.name,
+                evidence={
+                    "assumed": rules.speculators_norm_before_residual_default,
+                    "engine_revision": rules.revision,
+                },
+                fix="Write norm_before_residual explicitly (the value used in training).",
+            )
 
 
 def check_norm_output_meaning(ctx: Context) -> Iterator[Finding]:
@@ -76,19 +101,29 @@ def check_norm_output_meaning(ctx: Context) -> Iterator[Finding]:
     for rules in ctx.engines:
         if value is False and "norm_output" not in rules.norm_flags:
             yield Finding(
-                "NORM_FLAGS_UNSUPPORTED", Severity.ERROR,
+                "NORM_FLAGS_UNSUPPORTED",
+                Severity.ERROR,
                 f"norm_output=false (SpecForge: no final norm before lm_head); {rules.display} always applies it.",
-                engine=rules.name, evidence={"norm_output": value, "engine_revision": rules.revision},
-                fix="Retrain with norm_output true, or serve on an engine that honours it.")
+                engine=rules.name,
+                evidence={"norm_output": value, "engine_revision": rules.revision},
+                fix="Retrain with norm_output true, or serve on an engine that honours it.",
+            )
         if value is True and rules.norm_output_meaning == "post_norm_recurrence":
             yield Finding(
-                "NORM_OUTPUT_MEANING_CLASH", Severity.WARNING,
+                "NORM_OUTPUT_MEANING_CLASH",
+                Severity.WARNING,
                 f"norm_output=true in a flat (SpecForge-style) config means 'apply norm before lm_head'; "
                 f"{rules.display} reads it as 'carry the post-norm state to the next step', which this drafter "
-                "was not trained with (inferred from the two code paths).", engine=rules.name,
-                evidence={"norm_output": value, "writer_meaning": "norm_before_lm_head",
-                          "engine_meaning": rules.norm_output_meaning, "engine_revision": rules.revision},
-                fix="Remove norm_output from the config served on this engine (the final norm is applied anyway).")
+                "was not trained with (inferred from the two code paths).",
+                engine=rules.name,
+                evidence={
+                    "norm_output": value,
+                    "writer_meaning": "norm_before_lm_head",
+                    "engine_meaning": rules.norm_output_meaning,
+                    "engine_revision": rules.revision,
+                },
+                fix="Remove norm_output from the config served on this engine (the final norm is applied anyway).",
+            )
 
 
 CHECKS = (check_norm_flags, check_norm_output_meaning)

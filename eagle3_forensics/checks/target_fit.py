@@ -30,23 +30,34 @@ def check_target_fit(ctx: Context) -> Iterator[Finding]:
     if t.hidden_size is not None and ht is not None and ht != t.hidden_size:
         problems.append(f"drafter expects target hidden size {ht}, the target has {t.hidden_size}")
     verifier = cfg.get("verifier")
-    if (isinstance(verifier, dict) and isinstance(verifier.get("architectures"), list)
-            and verifier["architectures"] and t.architectures
-            and [str(a) for a in verifier["architectures"]] != t.architectures):
+    if (
+        isinstance(verifier, dict)
+        and isinstance(verifier.get("architectures"), list)
+        and verifier["architectures"]
+        and t.architectures
+        and [str(a) for a in verifier["architectures"]] != t.architectures
+    ):
         problems.append(f"trained for verifier {verifier['architectures']}, target is {t.architectures}")
     if problems:
-        yield Finding("TARGET_MISMATCH", Severity.ERROR, "; ".join(problems) + ".",
-                      evidence={"problems": problems, **ev},
-                      fix="Use the drafter trained for this target (model, revision and tokenizer), or retrain.")
+        yield Finding(
+            "TARGET_MISMATCH",
+            Severity.ERROR,
+            "; ".join(problems) + ".",
+            evidence={"problems": problems, **ev},
+            fix="Use the drafter trained for this target (model, revision and tokenizer), or retrain.",
+        )
     yield from _embedding_equality(ctx)
     tmax, dmax = t.max_position_embeddings, cfg.int_field("max_position_embeddings")
     if tmax is not None and dmax is not None and dmax < tmax:
-        yield Finding("CONTEXT_TOO_SHORT", Severity.WARNING,
-                      f"The drafter's max_position_embeddings ({dmax}) is below the target's ({tmax}); drafting "
-                      "degrades or stops on long contexts.",
-                      evidence={"drafter": dmax, "target": tmax},
-                      fix=f"Set max_position_embeddings to {tmax} if the drafter's RoPE supports it (trained length "
-                          "matters; consider rope scaling).")
+        yield Finding(
+            "CONTEXT_TOO_SHORT",
+            Severity.WARNING,
+            f"The drafter's max_position_embeddings ({dmax}) is below the target's ({tmax}); drafting "
+            "degrades or stops on long contexts.",
+            evidence={"drafter": dmax, "target": tmax},
+            fix=f"Set max_position_embeddings to {tmax} if the drafter's RoPE supports it (trained length "
+            "matters; consider rope scaling).",
+        )
 
 
 def _embedding_equality(ctx: Context) -> Iterator[Finding]:
@@ -70,13 +81,20 @@ def _embedding_equality(ctx: Context) -> Iterator[Finding]:
         load = ctx.loads[engine]
         fate = next((f.action for f in load.fates if f.key == name), None)
         if fate in ("loaded", "renamed"):  # the engine uses the stored copy
-            yield Finding("EMBED_TOKENS_PROBLEM", Severity.WARNING,
-                          f"The stored embedding differs from the target's (mean row cosine {cos:.3f} over the first "
-                          f"{rows} rows) and {ENGINES[engine].display} uses the stored one.", engine=engine,
-                          evidence={"rows_compared": rows, "mean_row_cosine": round(cos, 6),
-                                    "engine_revision": ENGINES[engine].revision},
-                          fix="If the embedding was frozen in training, ship the target's (or none); a random or "
-                              "stale copy collapses acceptance.")
+            yield Finding(
+                "EMBED_TOKENS_PROBLEM",
+                Severity.WARNING,
+                f"The stored embedding differs from the target's (mean row cosine {cos:.3f} over the first "
+                f"{rows} rows) and {ENGINES[engine].display} uses the stored one.",
+                engine=engine,
+                evidence={
+                    "rows_compared": rows,
+                    "mean_row_cosine": round(cos, 6),
+                    "engine_revision": ENGINES[engine].revision,
+                },
+                fix="If the embedding was frozen in training, ship the target's (or none); a random or "
+                "stale copy collapses acceptance.",
+            )
 
 
 def _nested_theta(params: Any) -> Any:
@@ -100,12 +118,18 @@ def check_rope(ctx: Context) -> Iterator[Finding]:
     if has_new and not has_legacy:
         for rules in ctx.engines:
             if rules.name in ("sglang", "eagle"):
-                yield Finding("ROPE_MISMATCH", Severity.WARNING,
-                              f"RoPE is only in rope_parameters (Transformers 5); {rules.display} revisions that read "
-                              "only rope_theta/rope_scaling fall back to the Llama default theta 10000.",
-                              engine=rules.name,
-                              evidence={"rope_parameters": cfg.get("rope_parameters"), "engine_revision": rules.revision},
-                              fix="Write rope_theta/rope_scaling at top level too (both forms).")
+                yield Finding(
+                    "ROPE_MISMATCH",
+                    Severity.WARNING,
+                    f"RoPE is only in rope_parameters (Transformers 5); {rules.display} revisions that read "
+                    "only rope_theta/rope_scaling fall back to the Llama default theta 10000.",
+                    engine=rules.name,
+                    evidence={
+                        "rope_parameters": cfg.get("rope_parameters"),
+                        "engine_revision": rules.revision,
+                    },
+                    fix="Write rope_theta/rope_scaling at top level too (both forms).",
+                )
     t = ctx.target
     if t is None:
         return
@@ -114,11 +138,14 @@ def check_rope(ctx: Context) -> Iterator[Finding]:
     t_theta = trope.get("rope_theta") or _nested_theta(trope.get("rope_parameters"))
     d_num, t_num = _number(d_theta), _number(t_theta)
     if d_num is not None and t_num is not None and d_num != t_num:
-        yield Finding("ROPE_MISMATCH", Severity.WARNING,
-                      f"The drafter's rope_theta ({d_theta}) differs from the target's ({t_theta}).",
-                      evidence={"drafter_rope_theta": d_theta, "target_rope_theta": t_theta},
-                      fix="Use the RoPE settings the drafter was trained with. Caution: speculators v0.3/v0.4 "
-                          "trained with the Llama default; do not copy the target's over it without checking.")
+        yield Finding(
+            "ROPE_MISMATCH",
+            Severity.WARNING,
+            f"The drafter's rope_theta ({d_theta}) differs from the target's ({t_theta}).",
+            evidence={"drafter_rope_theta": d_theta, "target_rope_theta": t_theta},
+            fix="Use the RoPE settings the drafter was trained with. Caution: speculators v0.3/v0.4 "
+            "trained with the Llama default; do not copy the target's over it without checking.",
+        )
 
 
 CHECKS = (check_target_fit, check_rope)

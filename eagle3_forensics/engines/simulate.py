@@ -27,7 +27,17 @@ from .rules import (
     EngineRules,
 )
 
-ACTIONS = ("loaded", "renamed", "fused", "overwritten", "consumed", "skipped", "dropped", "rejected", "warned")
+ACTIONS = (
+    "loaded",
+    "renamed",
+    "fused",
+    "overwritten",
+    "consumed",
+    "skipped",
+    "dropped",
+    "rejected",
+    "warned",
+)
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,7 @@ class LoadReport:
 
 # -- how an engine reads the config ------------------------------------------------------------
 
+
 def config_problem(rules: EngineRules, cfg: DrafterConfig) -> str | None:
     """Why the engine cannot parse this config, or ``None`` when it can."""
     if cfg.style not in rules.config_styles:
@@ -89,8 +100,10 @@ def config_problem(rules: EngineRules, cfg: DrafterConfig) -> str | None:
     if cfg.style == "speculators":
         allowed = rules.speculators_architectures
         if allowed is not None and (not archs or archs[0] not in allowed):
-            return (f"{rules.display} converts a speculators config only when architectures[0] is "
-                    f"{' or '.join(allowed) or 'never'}; this one has {archs or 'none'}")
+            return (
+                f"{rules.display} converts a speculators config only when architectures[0] is "
+                f"{' or '.join(allowed) or 'never'}; this one has {archs or 'none'}"
+            )
         return None
     allowed = rules.flat_architectures
     if allowed is not None and not any(a in allowed for a in archs):
@@ -110,8 +123,11 @@ def engine_flag(rules: EngineRules, cfg: DrafterConfig, flag: str) -> bool:
         value = cfg.at(level, flag)
         if isinstance(value, bool):
             return value
-    if (flag == "norm_before_residual" and cfg.style == "speculators"
-            and rules.speculators_norm_before_residual_default is not None):
+    if (
+        flag == "norm_before_residual"
+        and cfg.style == "speculators"
+        and rules.speculators_norm_before_residual_default is not None
+    ):
         return rules.speculators_norm_before_residual_default
     return False
 
@@ -174,6 +190,7 @@ def expected_params(rules: EngineRules, cfg: DrafterConfig, cond: dict[str, bool
 
 # -- key resolution ----------------------------------------------------------------------------
 
+
 def _candidates(rules: EngineRules, name: str) -> list[str]:
     if rules.prefix == NAME_THEN_MODEL:
         return [name, "model." + name]
@@ -234,5 +251,6 @@ def simulate_load(rules: EngineRules, ckpt: Checkpoint, cfg: DrafterConfig | Non
         elif how == DEFAULT_IF_ABSENT:
             defaulted.append(param)
     problem = config_problem(rules, cfg)
-    return LoadReport(rules.name, rules.revision, problem is None, problem, fates,
-                      unfilled, from_target, defaulted, cond)
+    return LoadReport(
+        rules.name, rules.revision, problem is None, problem, fates, unfilled, from_target, defaulted, cond
+    )

@@ -151,7 +151,9 @@ class Rotary(nn.Module):
         return (emb.cos() * self.scale).to(dtype), (emb.sin() * self.scale).to(dtype)
 
 
-def _transformers_rope(spec: DrafterSpec, rope_type: str, params: dict[str, Any]) -> tuple[torch.Tensor, float]:
+def _transformers_rope(
+    spec: DrafterSpec, rope_type: str, params: dict[str, Any]
+) -> tuple[torch.Tensor, float]:
     """Scaled RoPE variants through transformers' own init functions (a library, not an engine)."""
     try:
         from transformers import LlamaConfig
@@ -161,9 +163,14 @@ def _transformers_rope(spec: DrafterSpec, rope_type: str, params: dict[str, Any]
     if rope_type not in ROPE_INIT_FUNCTIONS:
         raise UnusableInputError(f"unsupported RoPE type {rope_type!r} in the drafter config")
     rope = {"rope_theta": spec.rope_theta, **params, "rope_type": rope_type}
-    kwargs: dict[str, Any] = {"hidden_size": spec.hidden_size, "num_attention_heads": spec.num_heads,
-                              "head_dim": spec.head_dim, "rope_parameters": rope, "rope_scaling": rope,
-                              "rope_theta": spec.rope_theta}
+    kwargs: dict[str, Any] = {
+        "hidden_size": spec.hidden_size,
+        "num_attention_heads": spec.num_heads,
+        "head_dim": spec.head_dim,
+        "rope_parameters": rope,
+        "rope_scaling": rope,
+        "rope_theta": spec.rope_theta,
+    }
     cfg = LlamaConfig(**kwargs)
     inv_freq, scale = ROPE_INIT_FUNCTIONS[rope_type](cfg, torch.device("cpu"))
     return inv_freq.float(), float(scale)
@@ -181,8 +188,9 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(hd, spec.rms_norm_eps) if spec.qk_norm else None
         self.k_norm = RMSNorm(hd, spec.rms_norm_eps) if spec.qk_norm else None
 
-    def project(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def project(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k, v as ``[B, heads, T, head_dim]``; k and v already repeated to the query heads."""
         b, t, _ = x.shape
         q = self.q_proj(x).view(b, t, self.nh, self.hd)
@@ -223,7 +231,12 @@ def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
 
 
 _ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "silu": F.silu, "swish": F.silu, "gelu": F.gelu, "gelu_pytorch_tanh": _gelu_tanh, "relu": F.relu}
+    "silu": F.silu,
+    "swish": F.silu,
+    "gelu": F.gelu,
+    "gelu_pytorch_tanh": _gelu_tanh,
+    "relu": F.relu,
+}
 
 
 class DecoderLayer(nn.Module):
@@ -290,7 +303,9 @@ class Eagle3Drafter(nn.Module):
         h, ht, k = spec.hidden_size, spec.ht, spec.num_aux
         self.embed_tokens = nn.Embedding(spec.vocab_size, h)
         self.input_norm = RMSNorm(k * ht, spec.rms_norm_eps) if spec.norm_before_fc else None
-        self.fc_norm = nn.ModuleList([RMSNorm(ht, spec.rms_norm_eps) for _ in range(k)]) if spec.fc_norm else None
+        self.fc_norm = (
+            nn.ModuleList([RMSNorm(ht, spec.rms_norm_eps) for _ in range(k)]) if spec.fc_norm else None
+        )
         self.fc = nn.Linear(k * ht, h, bias=spec.fc_bias)
         self.layers = nn.ModuleList([DecoderLayer(spec, first=(i == 0)) for i in range(spec.num_layers)])
         self.norm = RMSNorm(h, spec.rms_norm_eps)
@@ -341,8 +356,9 @@ class Eagle3Drafter(nn.Module):
         return DraftCache(len(self.layers))
 
     # -- chain inference (batch 1) -----------------------------------------------------------
-    def extend(self, tokens: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor,
-               cache: DraftCache) -> torch.Tensor:
+    def extend(
+        self, tokens: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor, cache: DraftCache
+    ) -> torch.Tensor:
         """Run ``T`` new slots (token ids ``[T]``, fed hidden ``[T, H]``, positions ``[T]``).
 
         Each slot attends to everything in ``cache`` and causally to the new slots; their K/V
@@ -408,7 +424,7 @@ class Eagle3Drafter(nn.Module):
                     probs = torch.softmax(torch.cat([s0, *sd], dim=-1).float(), dim=-1).to(q.dtype)
                     attn = torch.matmul(probs[..., :s], v0[i])
                     for n, vv in enumerate(vd[i]):
-                        attn = attn + probs[..., s + n: s + n + 1] * vv
+                        attn = attn + probs[..., s + n : s + n + 1] * vv
                 h = layer.post(layer.self_attn.out(attn), residual)
             outs.append(h)
         return outs
@@ -488,11 +504,19 @@ class DrafterView:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "engine": self.engine, "revision": self.revision, "family": self.family,
-            "aux_ids_hf": self.aux_ids, "aux_source": self.aux_source, "flags": self.flags,
-            "d2t_source": self.d2t_source, "from_checkpoint": self.from_checkpoint,
-            "from_target": self.from_target, "unfilled": self.unfilled, "defaulted": self.defaulted,
-            "ignored_keys": self.ignored_keys, "notes": self.notes,
+            "engine": self.engine,
+            "revision": self.revision,
+            "family": self.family,
+            "aux_ids_hf": self.aux_ids,
+            "aux_source": self.aux_source,
+            "flags": self.flags,
+            "d2t_source": self.d2t_source,
+            "from_checkpoint": self.from_checkpoint,
+            "from_target": self.from_target,
+            "unfilled": self.unfilled,
+            "defaulted": self.defaulted,
+            "ignored_keys": self.ignored_keys,
+            "notes": self.notes,
         }
 
 
@@ -539,7 +563,11 @@ def _rope(cfg: DrafterConfig) -> tuple[float, dict[str, Any] | None]:
         if str(rp.get("rope_type", rp.get("type", "default"))) != "default":
             params = dict(rp)
     rs = cfg.get("rope_scaling")
-    if params is None and isinstance(rs, dict) and str(rs.get("rope_type", rs.get("type", "default"))) != "default":
+    if (
+        params is None
+        and isinstance(rs, dict)
+        and str(rs.get("rope_type", rs.get("type", "default"))) != "default"
+    ):
         params = dict(rs)
     return float(theta) if isinstance(theta, (int, float)) else 10000.0, params
 
@@ -559,8 +587,9 @@ class _Plan:
     fc_bias: bool = False  # the view builds fc.bias
 
 
-def _reference_plan(ckpt: Checkpoint, cfg: DrafterConfig, raw: dict[str, torch.Tensor],
-                    target: TargetSide | None) -> _Plan:
+def _reference_plan(
+    ckpt: Checkpoint, cfg: DrafterConfig, raw: dict[str, torch.Tensor], target: TargetSide | None
+) -> _Plan:
     from ..checks.aux_layers import trained_ids
     from ..checks.context import Context
     from ..checks.norms import trained_flags
@@ -570,25 +599,36 @@ def _reference_plan(ckpt: Checkpoint, cfg: DrafterConfig, raw: dict[str, torch.T
     ids, level = trained_ids(ctx)
     if ids is None:
         if target is None:
-            raise UnusableInputError("the drafter names no aux layers: pass the target to resolve the default")
+            raise UnusableInputError(
+                "the drafter names no aux layers: pass the target to resolve the default"
+            )
         ids = [target.num_layers * a // b + c for a, b, c in HF_DEFAULT_AUX]
         source = "trainer default [2, N//2, N-3]"
     else:
-        field_name = "eagle_config.eagle_aux_hidden_state_layer_ids" if level == "eagle_config" else \
-            "eagle_aux_hidden_state_layer_ids"
-        source = f"{field_name} as the {family} writer meant it" + (" (output-of-layer ids, +1)"
-                                                                     if level == "eagle_config" else " (HF index)")
+        field_name = (
+            "eagle_config.eagle_aux_hidden_state_layer_ids"
+            if level == "eagle_config"
+            else "eagle_aux_hidden_state_layer_ids"
+        )
+        source = f"{field_name} as the {family} writer meant it" + (
+            " (output-of-layer ids, +1)" if level == "eagle_config" else " (HF index)"
+        )
     trained = trained_flags(ctx)
     notes: list[str] = []
     nbr = trained.get("norm_before_residual")
     if nbr is None:  # speculators config without the key: its trainer's default (vLLM assumes the same)
         nbr = True
-        notes.append("norm_before_residual not stated in the speculators config: assumed true (trainer default)")
-    flags = {"norm_before_residual": bool(nbr), "norm_before_fc": trained.get("norm_before_fc") is True,
-             "fc_norm": trained.get("fc_norm") is True,
-             "norm_output": trained.get("norm_output") is True,
-             # SpecForge's norm_output=false: no final norm before lm_head
-             "final_norm": not (cfg.style == "flat" and cfg.at("top", "norm_output") is False)}
+        notes.append(
+            "norm_before_residual not stated in the speculators config: assumed true (trainer default)"
+        )
+    flags = {
+        "norm_before_residual": bool(nbr),
+        "norm_before_fc": trained.get("norm_before_fc") is True,
+        "fc_norm": trained.get("fc_norm") is True,
+        "norm_output": trained.get("norm_output") is True,
+        # SpecForge's norm_output=false: no final norm before lm_head
+        "final_norm": not (cfg.style == "flat" and cfg.at("top", "norm_output") is False),
+    }
     tensors: dict[str, torch.Tensor] = {}
     for key, t in raw.items():
         name = canonical_name(key)
@@ -599,7 +639,9 @@ def _reference_plan(ckpt: Checkpoint, cfg: DrafterConfig, raw: dict[str, torch.T
     if "embed_tokens.weight" not in tensors:
         emb = target.embedding_weight() if target is not None else None
         if emb is None:
-            raise UnusableInputError("the drafter has no embed_tokens and the target's embedding is unavailable")
+            raise UnusableInputError(
+                "the drafter has no embed_tokens and the target's embedding is unavailable"
+            )
         tensors["embed_tokens.weight"] = emb
         from_target.append("embed_tokens.weight")
     if "lm_head.weight" not in tensors:
@@ -617,27 +659,45 @@ def _reference_plan(ckpt: Checkpoint, cfg: DrafterConfig, raw: dict[str, torch.T
         d2t_source = "no d2t in the checkpoint: zero offsets (identity), as the writers' loaders leave it"
     else:
         d2t_source = "full vocabulary: no mapping"
-    view = DrafterView(REFERENCE, family, list(ids), source, flags, d2t_source, from_target=from_target,
-                       ignored_keys=sorted(k for k in raw if canonical_name(k) == "t2d"), notes=notes)
+    view = DrafterView(
+        REFERENCE,
+        family,
+        list(ids),
+        source,
+        flags,
+        d2t_source,
+        from_target=from_target,
+        ignored_keys=sorted(k for k in raw if canonical_name(k) == "t2d"),
+        notes=notes,
+    )
     layers = _int(cfg, "num_hidden_layers") or 1
     qk = cfg.get("model_type") == "qwen3" or any(n.endswith("self_attn.q_norm.weight") for n in tensors)
     fc_bias = _flag(cfg, "bias") or "fc.bias" in tensors
     return _Plan(view, flags, layers, len(ids), _int(cfg, "draft_vocab_size"), tensors, zeros, qk, fc_bias)
 
 
-def _engine_plan(rules: EngineRules, ckpt: Checkpoint, cfg: DrafterConfig, raw: dict[str, torch.Tensor],
-                 target: TargetSide | None) -> _Plan:
+def _engine_plan(
+    rules: EngineRules,
+    ckpt: Checkpoint,
+    cfg: DrafterConfig,
+    raw: dict[str, torch.Tensor],
+    target: TargetSide | None,
+) -> _Plan:
     from ..engines.simulate import expected_params
     from ..layout import detect_format
 
     report: LoadReport = simulate_load(rules, ckpt, cfg)
     params = expected_params(rules, cfg, report.conditions)
     if not report.config_readable:
-        raise UnusableInputError(f"{rules.display} would refuse this drafter at start-up: {report.config_problem}")
+        raise UnusableInputError(
+            f"{rules.display} would refuse this drafter at start-up: {report.config_problem}"
+        )
     rejected = report.keys_with("rejected")
     if rejected:
-        raise UnusableInputError(f"{rules.display} would refuse this drafter at load (unknown key "
-                                 f"{rejected[0]!r}{f' and {len(rejected) - 1} more' if len(rejected) > 1 else ''})")
+        raise UnusableInputError(
+            f"{rules.display} would refuse this drafter at load (unknown key "
+            f"{rejected[0]!r}{f' and {len(rejected) - 1} more' if len(rejected) > 1 else ''})"
+        )
 
     def target_tensor(name: str) -> torch.Tensor:
         src: torch.Tensor | None = None
@@ -681,16 +741,23 @@ def _engine_plan(rules: EngineRules, ckpt: Checkpoint, cfg: DrafterConfig, raw: 
     ids, level, off = aux_ids_read(rules, cfg)
     if ids is not None and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         hf = [int(i) + off for i in ids]
-        field_name = "eagle_config.eagle_aux_hidden_state_layer_ids" if level == "eagle_config" else \
-            "eagle_aux_hidden_state_layer_ids"
+        field_name = (
+            "eagle_config.eagle_aux_hidden_state_layer_ids"
+            if level == "eagle_config"
+            else "eagle_aux_hidden_state_layer_ids"
+        )
         source = f"{field_name} read by {rules.display}" + (f" ({off:+d})" if off else " (as-is)")
     else:
         if n_layers is None:
-            raise UnusableInputError(f"{rules.display} uses its default aux layers: pass the target to resolve them")
+            raise UnusableInputError(
+                f"{rules.display} uses its default aux layers: pass the target to resolve them"
+            )
         hf = rules.aux_default(n_layers)
         source = f"{rules.display} default {rules.aux_default_text()}"
     flags = {f: engine_flag(rules, cfg, f) for f in ("norm_before_residual", "norm_before_fc", "fc_norm")}
-    flags["norm_output"] = rules.norm_output_meaning == "post_norm_recurrence" and engine_flag(rules, cfg, "norm_output")
+    flags["norm_output"] = rules.norm_output_meaning == "post_norm_recurrence" and engine_flag(
+        rules, cfg, "norm_output"
+    )
     flags["final_norm"] = True  # engines always apply the final norm before lm_head
     n_aux = len(hf) if rules.aux_count_from_ids else 3
     layers = _int(cfg, "num_hidden_layers") or 1
@@ -706,10 +773,21 @@ def _engine_plan(rules: EngineRules, ckpt: Checkpoint, cfg: DrafterConfig, raw: 
     else:
         d2t_source = "full vocabulary: no mapping"
     notes = list(rules.notes)
-    view = DrafterView(rules.name, detect_format(ckpt, cfg).family, hf, source, flags, d2t_source,
-                       from_checkpoint=sorted(from_ckpt), from_target=sorted(set(from_target)),
-                       unfilled=fresh, defaulted=sorted(defaulted), ignored_keys=sorted(ignored), notes=notes,
-                       revision=rules.revision)
+    view = DrafterView(
+        rules.name,
+        detect_format(ckpt, cfg).family,
+        hf,
+        source,
+        flags,
+        d2t_source,
+        from_checkpoint=sorted(from_ckpt),
+        from_target=sorted(set(from_target)),
+        unfilled=fresh,
+        defaulted=sorted(defaulted),
+        ignored_keys=sorted(ignored),
+        notes=notes,
+        revision=rules.revision,
+    )
     if rules.d2t_encoding not in ("offsets", "absolute"):
         raise UnusableInputError(f"unknown d2t encoding {rules.d2t_encoding!r} in the {rules.name} table")
     if rules.d2t_encoding == "absolute" and "d2t" in tensors:
@@ -740,30 +818,54 @@ def _spec(cfg: DrafterConfig, plan: _Plan, target: TargetSide | None) -> Drafter
     vocab = _int(cfg, "vocab_size") or int(emb.shape[0])
     rows = int(head.shape[0])
     if plan.draft_vocab_size is not None and plan.draft_vocab_size != rows:
-        raise UnusableInputError(f"{plan.view.engine}: lm_head has {rows} rows but the config's draft vocabulary "
-                                 f"is {plan.draft_vocab_size} (a loud shape error at load)")
+        raise UnusableInputError(
+            f"{plan.view.engine}: lm_head has {rows} rows but the config's draft vocabulary "
+            f"is {plan.draft_vocab_size} (a loud shape error at load)"
+        )
     ht = _int(cfg, "target_hidden_size")
     if target is not None:
         if (ht or h) != target.hidden_size:
-            raise UnusableInputError(f"hidden sizes do not fit the target: the drafter takes {ht or h}-wide target "
-                                     f"states, the target's hidden_size is {target.hidden_size}")
+            raise UnusableInputError(
+                f"hidden sizes do not fit the target: the drafter takes {ht or h}-wide target "
+                f"states, the target's hidden_size is {target.hidden_size}"
+            )
         if vocab != target.vocab_size:
-            raise UnusableInputError(f"vocabularies do not fit: the drafter's vocab_size is {vocab}, the "
-                                     f"target's is {target.vocab_size}")
+            raise UnusableInputError(
+                f"vocabularies do not fit: the drafter's vocab_size is {vocab}, the "
+                f"target's is {target.vocab_size}"
+            )
         bad = [i for i in plan.view.aux_ids if not 0 <= i <= target.num_layers]
         if bad:
-            raise UnusableInputError(f"aux layer ids {plan.view.aux_ids} (HF index) do not fit a target with "
-                                     f"{target.num_layers} layers")
+            raise UnusableInputError(
+                f"aux layer ids {plan.view.aux_ids} (HF index) do not fit a target with "
+                f"{target.num_layers} layers"
+            )
     theta, rope = _rope(cfg)
     f = plan.spec_flags
     return DrafterSpec(
-        hidden_size=h, intermediate_size=inter, num_heads=nh, num_kv_heads=nkv, head_dim=hd,
-        vocab_size=vocab, draft_vocab_size=rows, target_hidden_size=ht, num_layers=plan.num_layers,
-        num_aux=plan.num_aux, rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)), rope_theta=theta,
-        rope_parameters=rope, hidden_act=str(cfg.get("hidden_act", "silu")),
-        attention_bias=_flag(cfg, "attention_bias"), fc_bias=plan.fc_bias, qk_norm=plan.qk_norm,
-        norm_before_residual=f["norm_before_residual"], norm_before_fc=f["norm_before_fc"], fc_norm=f["fc_norm"],
-        post_norm_recurrence=f["norm_output"], final_norm=f["final_norm"])
+        hidden_size=h,
+        intermediate_size=inter,
+        num_heads=nh,
+        num_kv_heads=nkv,
+        head_dim=hd,
+        vocab_size=vocab,
+        draft_vocab_size=rows,
+        target_hidden_size=ht,
+        num_layers=plan.num_layers,
+        num_aux=plan.num_aux,
+        rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+        rope_theta=theta,
+        rope_parameters=rope,
+        hidden_act=str(cfg.get("hidden_act", "silu")),
+        attention_bias=_flag(cfg, "attention_bias"),
+        fc_bias=plan.fc_bias,
+        qk_norm=plan.qk_norm,
+        norm_before_residual=f["norm_before_residual"],
+        norm_before_fc=f["norm_before_fc"],
+        fc_norm=f["fc_norm"],
+        post_norm_recurrence=f["norm_output"],
+        final_norm=f["final_norm"],
+    )
 
 
 def fresh_init(module: Eagle3Drafter, seed: int = FRESH_INIT_SEED) -> None:
@@ -850,8 +952,10 @@ def load_drafter(
                 continue
             dest = expected[name]
             if tuple(tensor.shape) != tuple(dest.shape):
-                raise UnusableInputError(f"{plan.view.engine}: {name} has shape {list(tensor.shape)}, the drafter "
-                                         f"built from its config needs {list(dest.shape)} (a loud shape error at load)")
+                raise UnusableInputError(
+                    f"{plan.view.engine}: {name} has shape {list(tensor.shape)}, the drafter "
+                    f"built from its config needs {list(dest.shape)} (a loud shape error at load)"
+                )
             dest.copy_(tensor.to(dest.dtype))
             filled.append(name)
         for name in plan.zeros:
@@ -861,8 +965,9 @@ def load_drafter(
     plan.view.unfilled = sorted((set(plan.view.unfilled) | set(never)) - set(filled))
     fill_unfilled(model, plan.view.unfilled, seed)
     if plan.view.engine == REFERENCE:
-        plan.view.from_checkpoint = sorted(k for k in raw if canonical_name(k) in filled
-                                           and canonical_name(k) not in plan.view.from_target)
+        plan.view.from_checkpoint = sorted(
+            k for k in raw if canonical_name(k) in filled and canonical_name(k) not in plan.view.from_target
+        )
     plan.view.ignored_keys = sorted(set(plan.view.ignored_keys))
     model.view = plan.view
     dev = resolve_device(device)
@@ -878,8 +983,14 @@ def load_drafter(
 # ---------------------------------------------------------------------------------------------
 
 
-def export_tensors(model: Eagle3Drafter, *, layout: str = "midlayer", include_embed: bool = False,
-                   t2d: torch.Tensor | None = None, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+def export_tensors(
+    model: Eagle3Drafter,
+    *,
+    layout: str = "midlayer",
+    include_embed: bool = False,
+    t2d: torch.Tensor | None = None,
+    dtype: torch.dtype | None = None,
+) -> dict[str, torch.Tensor]:
     """The drafter's tensors named as a trainer writes them.
 
     ``layout="midlayer"``: EAGLE/SpecForge names (``midlayer.*``; layers 1.. as ``midlayer.{i}.*``);

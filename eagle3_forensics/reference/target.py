@@ -75,8 +75,9 @@ class TargetModel:
     (float32) and CUDA (bfloat16 by default).
     """
 
-    def __init__(self, path: str | Path, *, device: str | torch.device = "auto",
-                 dtype: torch.dtype | None = None) -> None:
+    def __init__(
+        self, path: str | Path, *, device: str | torch.device = "auto", dtype: torch.dtype | None = None
+    ) -> None:
         p = Path(path)
         if not p.is_dir():
             raise UnusableInputError(f"target directory not found: {p}", path=str(p))
@@ -87,17 +88,23 @@ class TargetModel:
         try:
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as exc:  # pragma: no cover - declared extra
-            raise UnusableInputError(f"the probe needs transformers (pip install '.[models]'): {exc}") from None
+            raise UnusableInputError(
+                f"the probe needs transformers (pip install '.[models]'): {exc}"
+            ) from None
         try:
             with _quiet_transformers():
                 try:
-                    model = AutoModelForCausalLM.from_pretrained(str(p), local_files_only=True, dtype=self.dtype)
+                    model = AutoModelForCausalLM.from_pretrained(
+                        str(p), local_files_only=True, dtype=self.dtype
+                    )
                 except TypeError:  # transformers < 4.56 spells it torch_dtype
-                    model = AutoModelForCausalLM.from_pretrained(str(p), local_files_only=True,
-                                                                 torch_dtype=self.dtype)
+                    model = AutoModelForCausalLM.from_pretrained(
+                        str(p), local_files_only=True, torch_dtype=self.dtype
+                    )
         except (OSError, ValueError, KeyError) as exc:
-            raise UnusableInputError(f"cannot load the target model from {p}: {' '.join(str(exc).split())[:300]}",
-                                     path=str(p)) from None
+            raise UnusableInputError(
+                f"cannot load the target model from {p}: {' '.join(str(exc).split())[:300]}", path=str(p)
+            ) from None
         self.model: Any = model.to(self.device).eval()  # type: ignore[arg-type]
         for param in self.model.parameters():
             param.requires_grad_(False)
@@ -126,6 +133,7 @@ class TargetModel:
             if index in self._want:
                 hs = args[0] if args else kwargs["hidden_states"]
                 self._got[index] = hs[0].detach()
+
         return hook
 
     def _post_hook(self, index: int) -> Any:
@@ -133,6 +141,7 @@ class TargetModel:
             if index in self._want:
                 hs = output[0] if isinstance(output, tuple) else output
                 self._got[index] = hs[0].detach()
+
         return hook
 
     # -- TargetSide protocol ---------------------------------------------------------------------
@@ -173,8 +182,13 @@ class TargetModel:
             cache.crop(-remove)
 
     @torch.inference_mode()
-    def forward(self, ids: Sequence[int] | torch.Tensor, cache: Any = None,
-                aux_ids: Sequence[int] = (), all_hidden: bool = False) -> TargetStep:
+    def forward(
+        self,
+        ids: Sequence[int] | torch.Tensor,
+        cache: Any = None,
+        aux_ids: Sequence[int] = (),
+        all_hidden: bool = False,
+    ) -> TargetStep:
         """Run ``ids`` (new tokens) after whatever ``cache`` holds; capture ``aux_ids`` (HF index)."""
         x = ids if isinstance(ids, torch.Tensor) else torch.tensor(list(ids), dtype=torch.long)
         x = x.to(self.device).view(1, -1)

@@ -57,8 +57,15 @@ class TrainLog:
         return sum(tail) / len(tail) if tail else float("nan")
 
 
-def train_causal_lm(model: nn.Module, batches: Callable[[int], torch.Tensor], steps: int, *, lr: float = 3e-3,
-                    warmup: int = 20, log: Callable[[str], None] | None = None) -> TrainLog:
+def train_causal_lm(
+    model: nn.Module,
+    batches: Callable[[int], torch.Tensor],
+    steps: int,
+    *,
+    lr: float = 3e-3,
+    warmup: int = 20,
+    log: Callable[[str], None] | None = None,
+) -> TrainLog:
     """Next-token training; ``batches(step)`` returns a ``[B, T]`` long tensor."""
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, steps, warmup))
@@ -97,8 +104,9 @@ def greedy_continue(model: nn.Module, prompts: torch.Tensor, new_tokens: int) ->
 
 
 @torch.inference_mode()
-def aux_features(model: nn.Module, seqs: torch.Tensor, aux_ids: Sequence[int], batch: int = 32
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+def aux_features(
+    model: nn.Module, seqs: torch.Tensor, aux_ids: Sequence[int], batch: int = 32
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(aux ``[N, T, k*H]`` at HF indices ``aux_ids`` (each ``< num_layers``), greedy labels ``[N, T]``).
 
     ``output_hidden_states[i]`` for ``i < num_layers`` is the input of decoder layer ``i``, the
@@ -109,15 +117,26 @@ def aux_features(model: nn.Module, seqs: torch.Tensor, aux_ids: Sequence[int], b
         raise ValueError(f"aux ids {list(aux_ids)} must lie in 0..{n_layers - 1} here")
     feats, labels = [], []
     for lo in range(0, seqs.shape[0], batch):
-        out = model(input_ids=seqs[lo: lo + batch], output_hidden_states=True)
+        out = model(input_ids=seqs[lo : lo + batch], output_hidden_states=True)
         feats.append(torch.cat([out.hidden_states[i] for i in aux_ids], dim=-1))
         labels.append(out.logits.argmax(-1))
     return torch.cat(feats), torch.cat(labels)
 
 
-def train_drafter(drafter: Eagle3Drafter, seqs: torch.Tensor, aux: torch.Tensor, labels: torch.Tensor,
-                  steps: int, *, batch: int = 16, ttt_steps: int = 3, lr: float = 3e-3, warmup: int = 20,
-                  seed: int = 0, log: Callable[[str], None] | None = None) -> TrainLog:
+def train_drafter(
+    drafter: Eagle3Drafter,
+    seqs: torch.Tensor,
+    aux: torch.Tensor,
+    labels: torch.Tensor,
+    steps: int,
+    *,
+    batch: int = 16,
+    ttt_steps: int = 3,
+    lr: float = 3e-3,
+    warmup: int = 20,
+    seed: int = 0,
+    log: Callable[[str], None] | None = None,
+) -> TrainLog:
     """Train ``drafter`` in place (its ``embed_tokens`` stays frozen).
 
     ``seqs`` ``[N, T]`` are token sequences, ``aux`` ``[N, T, k*H]`` the target features of each
@@ -142,16 +161,17 @@ def train_drafter(drafter: Eagle3Drafter, seqs: torch.Tensor, aux: torch.Tensor,
         step_tokens = []
         for j in range(ttt_steps):
             toks = torch.zeros(batch, s, dtype=torch.long)
-            toks[:, : s - j] = x[:, 1 + j:]
+            toks[:, : s - j] = x[:, 1 + j :]
             step_tokens.append(toks)
         outs = drafter.ttt_forward(f, step_tokens)
         loss = torch.zeros(())
         for j, out in enumerate(outs):
             tgt = torch.full((batch, s), -1, dtype=torch.long)
-            tgt[:, : s - j] = to_draft[lab[:, 1 + j:]]
+            tgt[:, : s - j] = to_draft[lab[:, 1 + j :]]
             logits = drafter.logits(out)
-            loss = loss + (0.8 ** j) * F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1),
-                                                       ignore_index=-1)
+            loss = loss + (0.8**j) * F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), ignore_index=-1
+            )
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -165,15 +185,21 @@ def train_drafter(drafter: Eagle3Drafter, seqs: torch.Tensor, aux: torch.Tensor,
 
 
 @torch.inference_mode()
-def heldout_accuracy(drafter: Eagle3Drafter, seqs: torch.Tensor, aux: torch.Tensor, labels: torch.Tensor,
-                     ttt_steps: int = 3, start: int = 0) -> list[float]:
+def heldout_accuracy(
+    drafter: Eagle3Drafter,
+    seqs: torch.Tensor,
+    aux: torch.Tensor,
+    labels: torch.Tensor,
+    ttt_steps: int = 3,
+    start: int = 0,
+) -> list[float]:
     """Unconditional teacher-forced top-1 accuracy per step (slots ``>= start``), for the README."""
     n, t_len = seqs.shape
     s = t_len - 1
     step_tokens = []
     for j in range(ttt_steps):
         toks = torch.zeros(n, s, dtype=torch.long)
-        toks[:, : s - j] = seqs[:, 1 + j:]
+        toks[:, : s - j] = seqs[:, 1 + j :]
         step_tokens.append(toks)
     outs = drafter.ttt_forward(aux[:, :s], step_tokens)
     tmap = drafter.target_ids()
@@ -181,5 +207,5 @@ def heldout_accuracy(drafter: Eagle3Drafter, seqs: torch.Tensor, aux: torch.Tens
     last = s - ttt_steps + 1
     for j, out in enumerate(outs):
         pred = tmap[drafter.logits(out[:, start:last]).argmax(-1)]
-        accs.append(float((pred == labels[:, start + 1 + j: last + 1 + j]).float().mean()))
+        accs.append(float((pred == labels[:, start + 1 + j : last + 1 + j]).float().mean()))
     return accs

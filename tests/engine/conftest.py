@@ -35,10 +35,14 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     def line(name: str, entry: dict[str, Any]) -> None:
         srv, ref = entry.get("server"), entry.get("reference_vllm_view") or {}
         if isinstance(srv, dict):
-            tr.write_line(f"{name:28} server AL {srv['acceptance_length']:.4f} per-pos {srv['per_position_cumulative']}"
-                          f"   reference AL {ref.get('acceptance_length', float('nan')):.4f}")
+            tr.write_line(
+                f"{name:28} server AL {srv['acceptance_length']:.4f} per-pos {srv['per_position_cumulative']}"
+                f"   reference AL {ref.get('acceptance_length', float('nan')):.4f}"
+            )
         else:
-            tr.write_line(f"{name:28} server: {srv}   reference AL {ref.get('acceptance_length', float('nan')):.4f}")
+            tr.write_line(
+                f"{name:28} server: {srv}   reference AL {ref.get('acceptance_length', float('nan')):.4f}"
+            )
 
     for name, entry in FIGURES.items():
         if name == "refused":

@@ -41,12 +41,19 @@ def engine_env() -> dict[str, str]:
     env = dict(os.environ)
     (SCRATCH / "tmp").mkdir(parents=True, exist_ok=True)
     (SCRATCH / "cache").mkdir(parents=True, exist_ok=True)
-    env.update({
-        "TMPDIR": str(SCRATCH / "tmp"), "VLLM_CACHE_ROOT": str(SCRATCH / "cache"),
-        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
-        "VLLM_NO_USAGE_STATS": "1", "VLLM_SERVER_DEV_MODE": "1",  # /server_info: the launch-settings check
-        "no_proxy": "127.0.0.1,localhost", "NO_PROXY": "127.0.0.1,localhost",
-    })
+    env.update(
+        {
+            "TMPDIR": str(SCRATCH / "tmp"),
+            "VLLM_CACHE_ROOT": str(SCRATCH / "cache"),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "VLLM_SERVER_DEV_MODE": "1",  # /server_info: the launch-settings check
+            "no_proxy": "127.0.0.1,localhost",
+            "NO_PROXY": "127.0.0.1,localhost",
+        }
+    )
     for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         env.pop(var, None)
     return env
@@ -72,15 +79,39 @@ class VllmServer:
 
     def command(self) -> list[str]:
         spec = {"method": "eagle3", "model": str(self.drafter), "num_speculative_tokens": self.k}
-        return ["timeout", str(LIFE_BOUND_S), sys.executable, str(SHIM), "serve", str(TARGET),
-                "--host", "127.0.0.1", "--port", str(self.port), "--dtype", "float32", "--max-model-len", "512",
-                "--max-num-seqs", "4", "--enforce-eager", "--speculative-config", json.dumps(spec)]
+        return [
+            "timeout",
+            str(LIFE_BOUND_S),
+            sys.executable,
+            str(SHIM),
+            "serve",
+            str(TARGET),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            "512",
+            "--max-num-seqs",
+            "4",
+            "--enforce-eager",
+            "--speculative-config",
+            json.dumps(spec),
+        ]
 
     def start(self) -> VllmServer:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                                         env=engine_env(), start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                env=engine_env(),
+                start_new_session=True,
+            )
         return self
 
     def wait_ready(self, bound: float = READY_BOUND_S) -> bool:
@@ -92,13 +123,17 @@ class VllmServer:
             if code is not None:
                 self.exit_code = code
                 return False
-            with contextlib.suppress(OSError, urllib.error.URLError), \
-                    urllib.request.urlopen(self.url + "/health", timeout=2) as resp:
+            with (
+                contextlib.suppress(OSError, urllib.error.URLError),
+                urllib.request.urlopen(self.url + "/health", timeout=2) as resp,
+            ):
                 if resp.status == 200:
                     self.ready_s = time.monotonic() - t0
                     return True
             time.sleep(0.5)
-        raise AssertionError(f"vLLM ({self.name}) not ready within {bound:.0f} s; log tail:\n{self.log_tail()}")
+        raise AssertionError(
+            f"vLLM ({self.name}) not ready within {bound:.0f} s; log tail:\n{self.log_tail()}"
+        )
 
     def wait_exit(self, bound: float = READY_BOUND_S) -> int:
         """Wait for the process to exit on its own (a refused drafter)."""
@@ -106,8 +141,9 @@ class VllmServer:
         try:
             self.exit_code = self.proc.wait(timeout=bound)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"vLLM ({self.name}) still running after {bound:.0f} s; log tail:\n"
-                                 f"{self.log_tail()}") from None
+            raise AssertionError(
+                f"vLLM ({self.name}) still running after {bound:.0f} s; log tail:\n{self.log_tail()}"
+            ) from None
         return self.exit_code
 
     def alive(self) -> bool:
@@ -164,8 +200,10 @@ def serving(drafter: Path, name: str) -> Iterator[VllmServer]:
     try:
         server.start()
         if not server.wait_ready():
-            raise AssertionError(f"vLLM ({name}) exited with {server.exit_code} before it was ready; log tail:\n"
-                                 f"{server.log_tail()}")
+            raise AssertionError(
+                f"vLLM ({name}) exited with {server.exit_code} before it was ready; log tail:\n"
+                f"{server.log_tail()}"
+            )
         yield server
     finally:
         server.stop()

@@ -51,8 +51,18 @@ class Reference:
     def __call__(self, drafter: Path) -> ProbeResult:
         key = str(drafter)
         if key not in self.cache:
-            r = probe(drafter, self.target, self.prompts, k=K, max_new_tokens=NEW_TOKENS, device="cpu",
-                      engine="vllm", teacher_forced=False, sweep=False, greedy=self.greedy)
+            r = probe(
+                drafter,
+                self.target,
+                self.prompts,
+                k=K,
+                max_new_tokens=NEW_TOKENS,
+                device="cpu",
+                engine="vllm",
+                teacher_forced=False,
+                sweep=False,
+                greedy=self.greedy,
+            )
             self.greedy = r.greedy
             self.cache[key] = r
         return self.cache[key]
@@ -64,15 +74,28 @@ def reference() -> Reference:
 
 
 def figures_of(r: ServerProbeResult | ProbeResult) -> dict[str, Any]:
-    return {"acceptance_length": round(r.acceptance_length, 4), "acceptance_rate": round(r.acceptance_rate, 4),
-            "num_drafts": r.live.num_drafts, "accepted": r.live.accepted, "accepted_per_pos": list(r.live.per_pos),
-            "per_position_cumulative": [round(x, 4) for x in r.per_position_cumulative],
-            "per_position_conditional": [round(x, 4) for x in r.per_position_conditional]}
+    return {
+        "acceptance_length": round(r.acceptance_length, 4),
+        "acceptance_rate": round(r.acceptance_rate, 4),
+        "num_drafts": r.live.num_drafts,
+        "accepted": r.live.accepted,
+        "accepted_per_pos": list(r.live.per_pos),
+        "per_position_cumulative": [round(x, 4) for x in r.per_position_cumulative],
+        "per_position_conditional": [round(x, 4) for x in r.per_position_conditional],
+    }
 
 
 def measure(server: VllmServer, ref: ProbeResult, concurrency: int = 1) -> ServerProbeResult:
-    r = probe_server(server.url, "vllm", PROMPTS, max_new_tokens=NEW_TOKENS, concurrency=concurrency, timeout=120,
-                     compare_with=ref, tolerance=TOLERANCE)
+    r = probe_server(
+        server.url,
+        "vllm",
+        PROMPTS,
+        max_new_tokens=NEW_TOKENS,
+        concurrency=concurrency,
+        timeout=120,
+        compare_with=ref,
+        tolerance=TOLERANCE,
+    )
     assert r.measured, [f.to_dict() for f in r.findings]
     return r
 
@@ -98,16 +121,35 @@ def healthy_server() -> Iterator[VllmServer]:
         yield server
 
 
-def test_healthy_agrees_with_the_in_process_probe(healthy_server: VllmServer, reference: Reference,
-                                                  tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                  figures: dict[str, Any]) -> None:
+def test_healthy_agrees_with_the_in_process_probe(
+    healthy_server: VllmServer,
+    reference: Reference,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    figures: dict[str, Any],
+) -> None:
     assert not _rejected(DRAFTERS / "healthy")
     ref = reference(DRAFTERS / "healthy")
     assert ref.lossless
     ref_json = tmp_path / "reference.json"
     ref_json.write_text(json.dumps(ref.to_dict()))
-    code = main(["probe-server", healthy_server.url, "--engine", "vllm", "--prompts", str(PROMPTS),
-                 "--max-new-tokens", str(NEW_TOKENS), "--compare-with", str(ref_json), "--timeout", "120", "--json"])
+    code = main(
+        [
+            "probe-server",
+            healthy_server.url,
+            "--engine",
+            "vllm",
+            "--prompts",
+            str(PROMPTS),
+            "--max-new-tokens",
+            str(NEW_TOKENS),
+            "--compare-with",
+            str(ref_json),
+            "--timeout",
+            "120",
+            "--json",
+        ]
+    )
     d = json.loads(capsys.readouterr().out)
     assert code == 0, d["findings"]
     assert d["status"] == "measured" and d["findings"] == []
@@ -118,20 +160,29 @@ def test_healthy_agrees_with_the_in_process_probe(healthy_server: VllmServer, re
     for row in c["per_position"]:
         assert abs(row["gap_cumulative"]) <= 0.1, row
     launch = d["server"]["launch"]
-    assert (launch["method"], launch["num_speculative_tokens"], launch["topk"], launch["num_draft_tokens"],
-            launch["shape"]) == ("eagle3", K, 1, K + 1, "chain")
+    assert (
+        launch["method"],
+        launch["num_speculative_tokens"],
+        launch["topk"],
+        launch["num_draft_tokens"],
+        launch["shape"],
+    ) == ("eagle3", K, 1, K + 1, "chain")
     assert launch["draft_model"] == str(DRAFTERS / "healthy") and launch["source"] == "/server_info"
     assert launch["aux_layers"]["agrees"] and launch["aux_layers"]["engine_reads_hf"] == [2, 4, 5]
     assert launch["diagnose"]["verdict"] == "healthy"
     r = measure(healthy_server, ref)
     assert_counters_consistent(r)
-    figures["healthy"] = {"server": figures_of(r), "reference_vllm_view": figures_of(ref),
-                          "relative_gap": r.compare["acceptance_length"]["relative_gap"] if r.compare else None,
-                          "server_ready_s": healthy_server.ready_s}
+    figures["healthy"] = {
+        "server": figures_of(r),
+        "reference_vllm_view": figures_of(ref),
+        "relative_gap": r.compare["acceptance_length"]["relative_gap"] if r.compare else None,
+        "server_ready_s": healthy_server.ready_s,
+    }
 
 
-def test_healthy_concurrent_requests(healthy_server: VllmServer, reference: Reference,
-                                     figures: dict[str, Any]) -> None:
+def test_healthy_concurrent_requests(
+    healthy_server: VllmServer, reference: Reference, figures: dict[str, Any]
+) -> None:
     """Four requests in flight (batched drafting and verification): same conventions, same agreement."""
     ref = reference(DRAFTERS / "healthy")
     r = measure(healthy_server, ref, concurrency=4)
@@ -164,7 +215,9 @@ def test_passing_layouts_load_and_agree(variant: str, reference: Reference, figu
 
 
 @pytest.mark.parametrize("variant", ["d2t_double_offset", "d2t_missing"])
-def test_broken_variants_collapse_on_both(variant: str, reference: Reference, figures: dict[str, Any]) -> None:
+def test_broken_variants_collapse_on_both(
+    variant: str, reference: Reference, figures: dict[str, Any]
+) -> None:
     path = DRAFTERS / variant
     assert not _rejected(path)  # vLLM loads them: the breakage is silent
     ref = reference(path)
@@ -192,9 +245,12 @@ def test_absolute_d2t_crashes_the_engine(reference: Reference, figures: dict[str
     assert not r.measured and r.exit_code == EXIT_SERVER
     assert {f.code for f in r.findings} & {"SERVER_HTTP_ERROR", "SERVER_UNREACHABLE"}
     assert "IndexError" in log and "out of bounds" in log
-    figures["d2t_absolute"] = {"server": "engine crash on the first request: "
-                                         + next(ln.split("] ")[-1] for ln in log.splitlines() if "IndexError" in ln),
-                               "findings": [f.code for f in r.findings], "reference_vllm_view": figures_of(ref)}
+    figures["d2t_absolute"] = {
+        "server": "engine crash on the first request: "
+        + next(ln.split("] ")[-1] for ln in log.splitlines() if "IndexError" in ln),
+        "findings": [f.code for f in r.findings],
+        "reference_vllm_view": figures_of(ref),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,13 +272,16 @@ def _with_extra_tensor(dst: Path, name: str, width: int) -> Path:
 @pytest.fixture(scope="module")
 def refused_drafters(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("refused")
-    return {"extra_key": _with_extra_tensor(root / "extra_key", "bogus.weight", 128),
-            "qwen3_q_norm": _with_extra_tensor(root / "qwen3_q_norm", "midlayer.self_attn.q_norm.weight", 32)}
+    return {
+        "extra_key": _with_extra_tensor(root / "extra_key", "bogus.weight", 128),
+        "qwen3_q_norm": _with_extra_tensor(root / "qwen3_q_norm", "midlayer.self_attn.q_norm.weight", 32),
+    }
 
 
 @pytest.mark.parametrize("variant", ["extra_key", "qwen3_q_norm"])
-def test_vllm_refuses_what_diagnose_rejects(variant: str, refused_drafters: dict[str, Path],
-                                            figures: dict[str, Any]) -> None:
+def test_vllm_refuses_what_diagnose_rejects(
+    variant: str, refused_drafters: dict[str, Path], figures: dict[str, Any]
+) -> None:
     path = refused_drafters[variant]
     assert _rejected(path)
     server = VllmServer(path, variant)
@@ -235,7 +294,10 @@ def test_vllm_refuses_what_diagnose_rejects(variant: str, refused_drafters: dict
     assert server.exit_code not in (None, 0)
     assert "There is no module or parameter named" in log, server.log_tail()
     figures.setdefault("refused", {})[variant] = next(
-        ln.split("ValueError: ")[-1][:160] for ln in log.splitlines() if "There is no module or parameter" in ln)
+        ln.split("ValueError: ")[-1][:160]
+        for ln in log.splitlines()
+        if "There is no module or parameter" in ln
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,8 +306,13 @@ def test_vllm_refuses_what_diagnose_rejects(variant: str, refused_drafters: dict
 
 
 @pytest.mark.parametrize("variant", ["d2t_absolute", "d2t_double_offset", "d2t_missing", "extra_key"])
-def test_repaired_drafters_load_and_accept(variant: str, refused_drafters: dict[str, Path], reference: Reference,
-                                           tmp_path: Path, figures: dict[str, Any]) -> None:
+def test_repaired_drafters_load_and_accept(
+    variant: str,
+    refused_drafters: dict[str, Path],
+    reference: Reference,
+    tmp_path: Path,
+    figures: dict[str, Any],
+) -> None:
     src = refused_drafters[variant] if variant in refused_drafters else DRAFTERS / variant
     out = tmp_path / f"{variant}_repaired"
     result = repair(src, "vllm", out, target=TARGET)
@@ -259,4 +326,7 @@ def test_repaired_drafters_load_and_accept(variant: str, refused_drafters: dict[
     assert_counters_consistent(r)
     assert r.compare is not None and r.compare["within_tolerance"], r.compare["acceptance_length"]
     assert r.acceptance_length == pytest.approx(healthy.acceptance_length, rel=TOLERANCE)
-    figures.setdefault("repaired", {})[variant] = {"server": figures_of(r), "reference_vllm_view": figures_of(ref)}
+    figures.setdefault("repaired", {})[variant] = {
+        "server": figures_of(r),
+        "reference_vllm_view": figures_of(ref),
+    }
