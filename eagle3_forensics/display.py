@@ -17,6 +17,8 @@ import json
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
+from .render_text import human_bytes as _human_bytes
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
     from IPython.display import HTML
@@ -66,14 +68,6 @@ def compact_json(value: Any, limit: int | None = EVIDENCE_LIMIT) -> str:
     if limit is not None and len(text) > limit:
         text = text[: limit - 1] + "…"
     return text
-
-
-def _human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"
 
 
 def finding_codes(diagnosis: Diagnosis) -> list[str]:

@@ -60,6 +60,19 @@ CATALOGUE: dict[str, str] = {
 }
 
 
+# Codes of other result sources that share the Finding type (e.g. live-server probes); they are
+# documented with their source, not in docs/findings.md, and sort after the static catalogue.
+_EXTRA_CODES: dict[str, str] = {}
+
+
+def register_codes(codes: dict[str, str]) -> None:
+    """Let another module (e.g. ``server_probe``) emit Findings with its own codes."""
+    clash = set(codes) & set(CATALOGUE)
+    if clash:
+        raise ValueError(f"codes already in the static catalogue: {sorted(clash)}")
+    _EXTRA_CODES.update(codes)
+
+
 @dataclass(frozen=True)
 class Finding:
     """One problem (or fact) about a drafter, with the evidence and the fix.
@@ -77,7 +90,7 @@ class Finding:
     fix: str | None = None
 
     def __post_init__(self) -> None:
-        if self.code not in CATALOGUE:
+        if self.code not in CATALOGUE and self.code not in _EXTRA_CODES:
             raise ValueError(f"unknown finding code {self.code!r}")
         if not isinstance(self.severity, Severity):
             object.__setattr__(self, "severity", Severity(self.severity))
@@ -107,7 +120,7 @@ class Finding:
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     """Errors first, then by catalogue order, then engine name; stable for equal keys."""
     order = {code: i for i, code in enumerate(CATALOGUE)}
-    return sorted(findings, key=lambda f: (f.severity.rank, order[f.code], f.engine or ""))
+    return sorted(findings, key=lambda f: (f.severity.rank, order.get(f.code, len(order)), f.engine or ""))
 
 
 def count_by_severity(findings: Iterable[Finding]) -> dict[str, int]:

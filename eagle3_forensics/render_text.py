@@ -9,7 +9,8 @@ from .diagnose import Diagnosis, Inspection
 from .findings import Finding
 
 
-def _human_bytes(n: float) -> str:
+def human_bytes(n: float) -> str:
+    """1536 -> "1.5 KB"."""
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -70,13 +71,13 @@ def render_inspection(ins: Inspection) -> str:
     out = [
         f"checkpoint: {ins.checkpoint}",
         f"format:     {ins.format.label}",
-        f"weights:    {ins.weight_format}, {len(ins.tensors)} tensors, {_human_bytes(ins.total_bytes)}",
+        f"weights:    {ins.weight_format}, {len(ins.tensors)} tensors, {human_bytes(ins.total_bytes)}",
         "",
     ]
     width = max((len(t.name) for t in ins.tensors), default=10)
     out.append(f"{'name':{width}}  {'shape':>18}  {'dtype':5}  {'bytes':>10}  shard")
     for t in ins.tensors:
         out.append(
-            f"{t.name:{width}}  {list(t.shape)!s:>18}  {t.dtype:5}  {_human_bytes(t.nbytes):>10}  {t.shard}"
+            f"{t.name:{width}}  {list(t.shape)!s:>18}  {t.dtype:5}  {human_bytes(t.nbytes):>10}  {t.shard}"
         )
     return "\n".join(out)

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import EXIT_FINDINGS, EXIT_OK, UnusableInputError
-from .findings import Severity
+from .findings import Finding, Severity, register_codes
 from .probe import CONVENTIONS, LiveRun, ProbeResult, read_prompts
 
 SERVER_ENGINES = ("vllm", "sglang")
@@ -105,30 +105,8 @@ SERVER_CATALOGUE: dict[str, str] = {
 _FAULT_CODES = ("SERVER_UNREACHABLE", "SERVER_TIMEOUT", "SERVER_HTTP_ERROR", "SERVER_BAD_RESPONSE")
 
 
-@dataclass(frozen=True)
-class ServerFinding:
-    """A finding about a live server (same JSON shape as :class:`eagle3_forensics.findings.Finding`)."""
-
-    code: str
-    severity: Severity
-    message: str
-    engine: str | None = None
-    evidence: dict[str, Any] = field(default_factory=dict)
-    fix: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.code not in SERVER_CATALOGUE:
-            raise ValueError(f"unknown server finding code {self.code!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "severity": self.severity.value,
-            "engine": self.engine,
-            "message": " ".join(self.message.split()),
-            "evidence": self.evidence,
-            "fix": self.fix,
-        }
+register_codes(SERVER_CATALOGUE)
+ServerFinding = Finding  # server findings are ordinary Findings with codes from SERVER_CATALOGUE
 
 
 class ServerFault(Exception):
