@@ -57,6 +57,29 @@ class TrainLog:
         return sum(tail) / len(tail) if tail else float("nan")
 
 
+def _optimizer_step(
+    loss: torch.Tensor,
+    params: Iterator[nn.Parameter] | Sequence[nn.Parameter],
+    opt: torch.optim.Optimizer,
+    sched: torch.optim.lr_scheduler.LRScheduler,
+    losses: list[float],
+) -> None:
+    """Backward, clip to norm 1, step, reset, advance the schedule; record the loss."""
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    sched.step()
+    losses.append(float(loss.detach()))
+
+
+def _log_progress(
+    log: Callable[[str], None] | None, what: str, step: int, steps: int, losses: list[float]
+) -> None:
+    if log is not None and (step % 25 == 0 or step == steps - 1):
+        log(f"{what} step {step:4d}/{steps}  loss {losses[-1]:.3f}")
+
+
 def train_causal_lm(
     model: nn.Module,
     batches: Callable[[int], torch.Tensor],
@@ -75,14 +98,8 @@ def train_causal_lm(
         x = batches(step)
         logits = model(input_ids=x).logits
         loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        sched.step()
-        losses.append(float(loss.detach()))
-        if log is not None and (step % 25 == 0 or step == steps - 1):
-            log(f"target step {step:4d}/{steps}  loss {losses[-1]:.3f}")
+        _optimizer_step(loss, model.parameters(), opt, sched, losses)
+        _log_progress(log, "target", step, steps, losses)
     model.eval()
     return TrainLog(losses)
 
@@ -172,14 +189,8 @@ def train_drafter(
             loss = loss + (0.8**j) * F.cross_entropy(
                 logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), ignore_index=-1
             )
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        sched.step()
-        losses.append(float(loss.detach()))
-        if log is not None and (step % 25 == 0 or step == steps - 1):
-            log(f"drafter step {step:4d}/{steps}  loss {losses[-1]:.3f}")
+        _optimizer_step(loss, params, opt, sched, losses)
+        _log_progress(log, "drafter", step, steps, losses)
     drafter.eval()
     return TrainLog(losses)
 
