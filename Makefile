@@ -21,7 +21,7 @@ setup: $(STAMP)  ## create .venv (Python 3.11, torch 2.13.0 CPU) and install the
 
 data: setup  ## regenerate the deterministic demo world (trained target + drafters, corpus) under data/demo/
 	$(PY) -m eagle3_forensics make-demo data/demo
-	$(PY) -m eagle3_forensics.demo_corpus data/demo
+	$(PY) -m eagle3_forensics.demo.corpus data/demo
 
 report: setup  ## every notebook over every demo drafter (configs/demo.yaml), gated by configs/demo_baseline.json -> reports/
 	$(PY) -m eagle3_forensics run --config configs/demo.yaml --out reports --baseline configs/demo_baseline.json

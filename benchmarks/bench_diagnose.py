@@ -13,7 +13,7 @@ What it does:
    operation, then reports the operation's wall time and the child's peak RSS (``VmHWM`` from
    ``/proc/self/status``; not ``ru_maxrss``, which Linux carries over from the parent across
    fork+exec). Every child imports the same modules (torch, safetensors.torch,
-   eagle3_forensics.diagnose), so "imports only" is the common baseline and the "+ vs imports"
+   eagle3_forensics.checks.diagnose), so "imports only" is the common baseline and the "+ vs imports"
    column is the increment over it. Operations, interleaved for ``--repeats`` rounds:
 
    - imports only
@@ -223,7 +223,7 @@ _CHILD = r"""
 import json, sys, time
 import torch
 import safetensors.torch
-from eagle3_forensics.diagnose import diagnose
+from eagle3_forensics.checks.diagnose import diagnose
 
 op, path = sys.argv[1], sys.argv[2]
 summary = {}
@@ -243,7 +243,7 @@ elif op == "load_file_pread":  # eager: every byte read into process memory
     summary = {"tensors": len(sd)}
 elif op == "cli_inspect":  # what the eagle3-forensics console script runs
     import contextlib, io
-    from eagle3_forensics.cli import main
+    from eagle3_forensics.cli.main import main
     with contextlib.redirect_stdout(io.StringIO()):
         summary = {"exit": main(["inspect", path])}
 elif op == "imports":
@@ -264,7 +264,7 @@ print("BENCH_RESULT " + json.dumps({"op_s": op_s, "hwm_kb": status["VmHWM"], "st
 _PROFILE_CHILD = r"""
 import cProfile, pstats, sys
 import torch, safetensors.torch
-from eagle3_forensics.diagnose import diagnose
+from eagle3_forensics.checks.diagnose import diagnose
 prof = cProfile.Profile()
 prof.enable()
 diagnose(sys.argv[1])

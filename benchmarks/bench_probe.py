@@ -36,7 +36,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eagle3_forensics.probe import (  # noqa: E402
+from eagle3_forensics.probe.core import (  # noqa: E402
     Eagle3Proposer,
     GreedyRun,
     LiveRun,

@@ -43,7 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eagle3_forensics.runner import load_config  # noqa: E402
+from eagle3_forensics.runs.runner import load_config  # noqa: E402
 
 CONFIG = ROOT / "configs" / "demo.yaml"
 BASELINE = ROOT / "configs" / "demo_baseline.json"
@@ -129,8 +129,8 @@ def time_papermill(job: Any, cwd: str, out: Path) -> tuple[float, float, float]:
     import nbformat
     import papermill
 
-    from eagle3_forensics.report import render_html
-    from eagle3_forensics.runner import _env as env_block
+    from eagle3_forensics.runs.report import render_html
+    from eagle3_forensics.runs.runner import _env as env_block
 
     executed = out / f"{job.notebook}.ipynb"
     with env_block(

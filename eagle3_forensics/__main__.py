@@ -1,3 +1,3 @@
-from .cli import main
+from eagle3_forensics.cli.main import main
 
 raise SystemExit(main())

@@ -1,22 +1,85 @@
-"""Errors that surfaces turn into a one-line message and a documented exit code."""
+"""One exception hierarchy and one exit-code table for every surface.
+
+Surfaces (the CLI, the runner) turn a :class:`ForensicsError` into its one-line message and its
+:attr:`~ForensicsError.exit_code`; anything else that escapes is a bug: exit
+:attr:`ExitCode.INTERNAL` with one line and a request to report it. Never a traceback.
+"""
 
 from __future__ import annotations
 
-EXIT_OK = 0
-"""No error-severity finding (or the command succeeded)."""
-EXIT_FINDINGS = 1
-"""At least one error-severity finding, or a refused/unverified operation."""
-EXIT_UNUSABLE = 2
-"""Unusable input: missing/truncated/unparseable file, refused pickle, missing shard, bad arguments."""
+from enum import IntEnum
 
 
-class UnusableInputError(Exception):
-    """The input cannot be analysed at all. Its message is one line meant for the user."""
+class ExitCode(IntEnum):
+    """The documented exit codes of every command (README "Exit codes")."""
+
+    OK = 0
+    """No error-severity finding, or the command succeeded."""
+    FINDINGS = 1
+    """At least one error-severity finding, a refused or unverified operation, or a failed gate."""
+    UNUSABLE = 2
+    """Unusable input (missing, truncated or unparseable file, refused pickle, missing shard) or bad arguments."""
+    INTERNAL = 3
+    """An internal error: a bug in eagle3-forensics. Please report it."""
+    SERVER = 4
+    """A live server could not be probed (refused, timed out, HTTP error, malformed answer)."""
+
+
+# Kept for callers written before ExitCode; the same values.
+EXIT_OK = ExitCode.OK
+EXIT_FINDINGS = ExitCode.FINDINGS
+EXIT_UNUSABLE = ExitCode.UNUSABLE
+EXIT_INTERNAL = ExitCode.INTERNAL
+EXIT_SERVER = ExitCode.SERVER
+
+
+def one_line(text: object) -> str:
+    """``text`` with every run of whitespace (newlines included) collapsed to one space."""
+    return " ".join(str(text).split())
+
+
+class ForensicsError(Exception):
+    """Base of every error a surface reports as a one-line message with a documented exit code."""
+
+    exit_code: ExitCode = ExitCode.UNUSABLE
+    code: str = "UNUSABLE_INPUT"
+    """A stable, machine-readable name for the JSON ``error`` object."""
 
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
 
     def __str__(self) -> str:
-        msg = super().__str__()
-        return " ".join(msg.split())  # guarantee one line
+        return one_line(super().__str__())  # guarantee one line
+
+
+class UnusableInputError(ForensicsError):
+    """The input cannot be analysed at all. Its message is one line meant for the user."""
+
+
+class BadArgumentsError(ForensicsError):
+    """The command line (or the API call) asks for something impossible: unknown engine, bad range."""
+
+    code = "BAD_ARGUMENTS"
+
+
+class ServerFaultError(ForensicsError):
+    """A live server could not be probed."""
+
+    exit_code = ExitCode.SERVER
+    code = "SERVER_FAULT"
+
+
+__all__ = [
+    "EXIT_FINDINGS",
+    "EXIT_INTERNAL",
+    "EXIT_OK",
+    "EXIT_SERVER",
+    "EXIT_UNUSABLE",
+    "BadArgumentsError",
+    "ExitCode",
+    "ForensicsError",
+    "ServerFaultError",
+    "UnusableInputError",
+    "one_line",
+]

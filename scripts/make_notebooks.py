@@ -4,7 +4,7 @@
     python scripts/make_notebooks.py --check   # exit 1 if a committed notebook differs
 
 The notebooks are thin: each code cell calls one eagle3_forensics function and displays the
-result; anything non-trivial lives in eagle3_forensics.display. Cell ids are fixed so the
+result; anything non-trivial lives in eagle3_forensics.views.html. Cell ids are fixed so the
 output is byte-identical across runs.
 """
 
@@ -92,16 +92,16 @@ key_filter = ""  # filter of the tensor browser: a substring, or "re:PATTERN"
 %matplotlib inline
 from IPython.display import HTML
 
-from eagle3_forensics.display import show_table, verdict_html
-from eagle3_forensics.triage import (
+from eagle3_forensics.views.html import show_table, verdict_html
+from eagle3_forensics.views.triage import (
     acceptance_figure,
     acceptance_html,
     load_summary_table,
-    record_triage,
     top_findings_html,
     triage,
 )
-from eagle3_forensics.widgets import probe_controls, tensor_browser, token_lookup
+from eagle3_forensics.runs.record import record_triage
+from eagle3_forensics.views.widgets import probe_controls, tensor_browser, token_lookup
 """),
         md("## Verdict"),
         code("""
@@ -183,8 +183,8 @@ engine = "all"  # "all", "sglang", "vllm", "eagle" or "speculators"
         code("""
 from IPython.display import HTML
 
-from eagle3_forensics.diagnose import diagnose, inspect_checkpoint
-from eagle3_forensics.display import (
+from eagle3_forensics.checks.diagnose import diagnose, inspect_checkpoint
+from eagle3_forensics.views.html import (
     finding_codes,
     findings_html,
     format_html,
@@ -195,7 +195,7 @@ from eagle3_forensics.display import (
     tensor_table,
     verdict_html,
 )
-from eagle3_forensics.record import finding_records, record
+from eagle3_forensics.runs.record import finding_records, record
 """),
         md("## Verdict"),
         code("""
@@ -288,13 +288,13 @@ tie_break = "id"  # "id" (speculators), "first_seen" (EAGLE) or "first_row" (Spe
         ),
         code("""
 %matplotlib inline
-from eagle3_forensics.coverage import token_table
-from eagle3_forensics.display import repair_table, show_table
-from eagle3_forensics.plots import plot_d2t_staircase, plot_offset_histogram, plot_selected_density
-from eagle3_forensics.record import record
-from eagle3_forensics.vocab import classify_mapping, compare_mappings, suggest_d2t_fix
-from eagle3_forensics.vocab_inputs import build_vocab_mapping_from_data, lm_head_row_check, load_mapping
-from eagle3_forensics.vocab_tables import (
+from eagle3_forensics.vocab.coverage import token_table
+from eagle3_forensics.views.html import repair_table, show_table
+from eagle3_forensics.views.plots import plot_d2t_staircase, plot_offset_histogram, plot_selected_density
+from eagle3_forensics.runs.record import record
+from eagle3_forensics.vocab.mapping import classify_mapping, compare_mappings, suggest_d2t_fix
+from eagle3_forensics.vocab.inputs import build_vocab_mapping_from_data, lm_head_row_check, load_mapping
+from eagle3_forensics.views.vocab_tables import (
     build_table,
     comparison_table,
     evidence_table,
@@ -442,18 +442,18 @@ top_n = 20  # most frequent uncovered tokens to list
         ),
         code("""
 %matplotlib inline
-from eagle3_forensics.coverage import corpus_counts, coverage_report, token_table
-from eagle3_forensics.plots import (
+from eagle3_forensics.vocab.coverage import corpus_counts, coverage_report, token_table
+from eagle3_forensics.views.plots import (
     plot_coverage_by_class,
     plot_coverage_curve,
     plot_selected_density,
     plot_token_frequencies,
     plot_top_uncovered,
 )
-from eagle3_forensics.record import record
-from eagle3_forensics.vocab import select_draft_vocab
-from eagle3_forensics.vocab_inputs import load_mapping
-from eagle3_forensics.vocab_tables import (
+from eagle3_forensics.runs.record import record
+from eagle3_forensics.vocab.mapping import select_draft_vocab
+from eagle3_forensics.vocab.inputs import load_mapping
+from eagle3_forensics.views.vocab_tables import (
     class_table,
     counts_table,
     coverage_table,
@@ -559,8 +559,8 @@ server_engine = "vllm"  # "vllm" or "sglang": the engine behind server_url
         ),
         code("""
 %matplotlib inline
-from eagle3_forensics.display import show_table
-from eagle3_forensics.probe import (
+from eagle3_forensics.views.html import show_table
+from eagle3_forensics.probe.core import (
     aux_sweep_table,
     compare_variants,
     lossless_text,
@@ -573,8 +573,8 @@ from eagle3_forensics.probe import (
     variants_figure,
     view_table,
 )
-from eagle3_forensics.record import record
-from eagle3_forensics.server_probe import engine_gap_figure, engine_gap_table, render_server_probe, server_vs_reference
+from eagle3_forensics.runs.record import record
+from eagle3_forensics.probe.server import engine_gap_figure, engine_gap_table, render_server_probe, server_vs_reference
 """),
         md("## Acceptance and speed"),
         code("""

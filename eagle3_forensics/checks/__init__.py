@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from ..findings import Finding
-from . import aux_layers, norms, structure, target_fit, vocab_map, weights
-from .context import Context
+from eagle3_forensics.checks import aux_layers, norms, structure, target_fit, vocab_map, weights
+from eagle3_forensics.checks.context import Context
+from eagle3_forensics.findings import Finding
 
 Check = Callable[[Context], Iterator[Finding]]
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..config import AUX_FIELD, EAGLE, TOP
-from ..engines.rules import HF_DEFAULT_AUX, EngineRules
-from ..engines.simulate import aux_ids_read
-from ..findings import Finding, Severity
-from .context import Context
+from eagle3_forensics.checks.context import Context
+from eagle3_forensics.engines.rules import HF_DEFAULT_AUX, EngineRules
+from eagle3_forensics.engines.simulate import aux_ids_read
+from eagle3_forensics.findings import Finding, Severity
+from eagle3_forensics.io.config import AUX_FIELD, EAGLE, TOP
 
 # How each trainer family wrote the ids it trained with: (level, HF offset), preferred first.
 _WRITER_SOURCES: dict[str, tuple[tuple[str, int], ...]] = {

@@ -1,4 +1,5 @@
-"""What every check sees: the opened checkpoint, its config, the engine simulations, the target."""
+"""What every check sees: the drafter as read from disk, plus the engine simulations and the
+vocabulary verdict."""
 
 from __future__ import annotations
 
@@ -8,17 +9,11 @@ from typing import Any
 
 import torch
 
-from ..checkpoint import Checkpoint
-from ..config import DrafterConfig
-from ..engines import ENGINES
-from ..engines.rules import EngineRules
-from ..engines.simulate import LoadReport, simulate_load
-from ..layout import FormatInfo, detect_format
-from ..target import TargetInfo
-from ..vocab import VocabClassification, classify_mapping
-
-# Tensors small enough to read in full for any real drafter.
-SMALL_TENSOR_ELEMENTS = 1 << 22
+from eagle3_forensics.engines import ENGINES
+from eagle3_forensics.engines.rules import EngineRules
+from eagle3_forensics.engines.simulate import LoadReport, simulate_load
+from eagle3_forensics.io.drafter import SMALL_TENSOR_ELEMENTS, DrafterFiles
+from eagle3_forensics.vocab.mapping import VocabClassification, classify_mapping
 
 
 def _numpy_ready(t: torch.Tensor | None) -> torch.Tensor | None:
@@ -33,20 +28,11 @@ def _numpy_ready(t: torch.Tensor | None) -> torch.Tensor | None:
 
 
 @dataclass
-class Context:
-    ckpt: Checkpoint
-    engine_names: list[str]
-    target: TargetInfo | None = None
-    explicit_engines: bool = False  # the user named the engines (not "all")
-    _tensors: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
+class Context(DrafterFiles):
+    """A :class:`DrafterFiles` judged by ``engine_names`` (``explicit_engines``: the user named them)."""
 
-    @cached_property
-    def cfg(self) -> DrafterConfig:
-        return DrafterConfig(self.ckpt.config)
-
-    @cached_property
-    def fmt(self) -> FormatInfo:
-        return detect_format(self.ckpt, self.cfg)
+    engine_names: list[str] = field(default_factory=list)
+    explicit_engines: bool = False
 
     @property
     def engines(self) -> list[EngineRules]:
@@ -56,53 +42,6 @@ class Context:
     def loads(self) -> dict[str, LoadReport]:
         return {e.name: simulate_load(e, self.ckpt, self.cfg) for e in self.engines}
 
-    def tensor(self, name: str) -> torch.Tensor | None:
-        """A small tensor in full (cached); ``None`` if absent or too big to read whole."""
-        info = self.ckpt.tensors.get(name)
-        if info is None or info.numel > SMALL_TENSOR_ELEMENTS:
-            return None
-        if name not in self._tensors:
-            self._tensors[name] = self.ckpt.read_tensor(name)
-        return self._tensors[name]
-
-    def find(self, *names: str) -> str | None:
-        """The first of ``names`` (with or without a ``model.`` prefix) present in the checkpoint."""
-        for n in names:
-            for cand in (n, "model." + n):
-                if cand in self.ckpt.tensors:
-                    return cand
-        return None
-
-    def shape(self, *names: str) -> tuple[int, ...] | None:
-        name = self.find(*names)
-        return None if name is None else self.ckpt.tensors[name].shape
-
-    @property
-    def target_vocab_size(self) -> int | None:
-        """V: config vocab_size, else t2d length, else the target's."""
-        if self.cfg.vocab_size is not None:
-            return self.cfg.vocab_size
-        t2d = self.shape("t2d")
-        if t2d:
-            return t2d[0]
-        return self.target.vocab_size if self.target else None
-
-    @property
-    def draft_vocab_size(self) -> int | None:
-        """v: config draft_vocab_size, else lm_head rows, else d2t length."""
-        if self.cfg.draft_vocab_size is not None:
-            return self.cfg.draft_vocab_size
-        for name in ("lm_head.weight", "d2t"):
-            s = self.shape(name)
-            if s:
-                return s[0]
-        return None
-
-    @property
-    def reduced_vocab(self) -> bool:
-        v, big_v = self.draft_vocab_size, self.target_vocab_size
-        return v is not None and big_v is not None and v < big_v
-
     @cached_property
     def vocab(self) -> VocabClassification:
         d2t_name, t2d_name = self.find("d2t"), self.find("t2d")
@@ -110,11 +49,10 @@ class Context:
         t2d = _numpy_ready(self.tensor(t2d_name)) if t2d_name else None
         return classify_mapping(d2t, t2d, self.target_vocab_size, self.draft_vocab_size)
 
-    @property
-    def target_layers(self) -> int | None:
-        return self.target.num_hidden_layers if self.target else None
-
     def evidence_base(self, engine: str | None = None) -> dict[str, Any]:
         if engine is None:
             return {}
         return {"engine_revision": ENGINES[engine].revision}
+
+
+__all__ = ["SMALL_TENSOR_ELEMENTS", "Context"]

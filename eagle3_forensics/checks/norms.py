@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..config import EAGLE, TOP
-from ..engines.rules import SUPPORTED_NORM_FLAGS
-from ..engines.simulate import engine_flag
-from ..findings import Finding, Severity
-from .context import Context
+from eagle3_forensics.checks.context import Context
+from eagle3_forensics.engines.rules import SUPPORTED_NORM_FLAGS
+from eagle3_forensics.engines.simulate import engine_flag
+from eagle3_forensics.findings import Finding, Severity
+from eagle3_forensics.io.config import EAGLE, TOP
 
 
 def trained_flags(ctx: Context) -> dict[str, bool | None]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..engines import ENGINES
-from ..engines.simulate import aux_ids_read
-from ..findings import Finding, Severity
-from ..layout import is_drafter_weight
-from .context import Context
+from eagle3_forensics.checks.context import Context
+from eagle3_forensics.engines import ENGINES
+from eagle3_forensics.engines.simulate import aux_ids_read
+from eagle3_forensics.findings import Finding, Severity
+from eagle3_forensics.io.layout import is_drafter_weight
 
 _MAX_LISTED = 40
 CONFIG_FIXES = {

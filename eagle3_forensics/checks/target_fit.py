@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from ..engines import ENGINES
-from ..findings import Finding, Severity
-from .context import Context
+from eagle3_forensics.checks.context import Context
+from eagle3_forensics.engines import ENGINES
+from eagle3_forensics.findings import Finding, Severity
 
 _ROPE_LEGACY = ("rope_theta", "rope_scaling")
 

@@ -1,11 +1,11 @@
-"""Checks on d2t/t2d, decided by :func:`eagle3_forensics.vocab.classify_mapping` (one implementation)."""
+"""Checks on d2t/t2d, decided by :func:`eagle3_forensics.vocab.mapping.classify_mapping` (one implementation)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..findings import Finding, Severity
-from .context import Context
+from eagle3_forensics.checks.context import Context
+from eagle3_forensics.findings import Finding, Severity
 
 _ENGINE_CODES = {  # classification kind -> per-engine finding code (the engine reads offsets)
     "absolute": "D2T_ABSOLUTE",
@@ -18,9 +18,9 @@ _ENGINE_CODES = {  # classification kind -> per-engine finding code (the engine 
 def _fix_for(kind: str) -> str:
     return {
         "absolute": "Convert to offsets once: d2t = d2t - arange(v), then verify nonzero(t2d) == d2t + arange(v) "
-        "(eagle3_forensics.vocab.absolute_to_offsets).",
+        "(eagle3_forensics.vocab.mapping.absolute_to_offsets).",
         "double_offset": "Undo the second conversion: d2t = d2t + arange(v), then verify nonzero(t2d) == d2t + arange(v) "
-        "(eagle3_forensics.vocab.undo_double_offset).",
+        "(eagle3_forensics.vocab.mapping.undo_double_offset).",
         "missing": "Attach the mapping from training: d2t = nonzero(t2d) - arange(v), or rebuild it from the "
         "training data (eagle3-forensics vocab build).",
         "identity_default": "The default (all-zero) buffer was saved: rebuild d2t from t2d or from the training "

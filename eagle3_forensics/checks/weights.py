@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import torch
 
-from ..checkpoint import FLOAT_DTYPES
-from ..findings import Finding, Severity
-from .context import Context
+from eagle3_forensics.checks.context import Context
+from eagle3_forensics.findings import Finding, Severity
+from eagle3_forensics.io.checkpoint import FLOAT_DTYPES
 
 SLICE_ELEMENTS = (
     1 << 14

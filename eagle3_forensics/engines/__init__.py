@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from . import eagle, sglang, speculators, vllm
-from .rules import EngineRules
+from eagle3_forensics.engines import eagle, sglang, speculators, vllm
+from eagle3_forensics.engines.rules import EngineRules
 
 ENGINES: dict[str, EngineRules] = {
     t.name: t for t in (sglang.RULES, vllm.RULES, eagle.RULES, speculators.RULES)

@@ -7,7 +7,7 @@ and the parameters they were meant for keep their random initialisation.
 
 from __future__ import annotations
 
-from .rules import (
+from eagle3_forensics.engines.rules import (
     AS_IS,
     DEFAULT_IF_ABSENT,
     DROP,

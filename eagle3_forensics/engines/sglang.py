@@ -8,7 +8,7 @@ decoder layer; the older d737979c refuses more with ``ValueError``), ``eagle_wor
 
 from __future__ import annotations
 
-from .rules import (
+from eagle3_forensics.engines.rules import (
     DEFAULT_IF_ABSENT,
     DROP,
     FROM_CHECKPOINT,

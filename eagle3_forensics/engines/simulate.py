@@ -12,9 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..checkpoint import Checkpoint
-from ..config import EAGLE, TOP, DrafterConfig
-from .rules import (
+from eagle3_forensics.engines.rules import (
     AS_IS,
     DEFAULT_IF_ABSENT,
     FROM_CHECKPOINT,
@@ -26,6 +24,8 @@ from .rules import (
     WARN,
     EngineRules,
 )
+from eagle3_forensics.io.checkpoint import Checkpoint
+from eagle3_forensics.io.config import EAGLE, TOP, DrafterConfig
 
 ACTIONS = (
     "loaded",

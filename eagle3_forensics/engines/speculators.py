@@ -7,7 +7,7 @@ warnings, ``embed_tokens``/``d2t``/``t2d`` in ``_keys_to_ignore_on_load_missing`
 
 from __future__ import annotations
 
-from .rules import (
+from eagle3_forensics.engines.rules import (
     AS_IS,
     DEFAULT_IF_ABSENT,
     HF_DEFAULT_AUX,

@@ -8,7 +8,7 @@ speculators config shim ``vllm/transformers_utils/configs/speculators/algos.py``
 
 from __future__ import annotations
 
-from .rules import (
+from eagle3_forensics.engines.rules import (
     DEFAULT_IF_ABSENT,
     HF_DEFAULT_AUX,
     MODEL_EXCEPT_LM_HEAD,

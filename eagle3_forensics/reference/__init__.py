@@ -6,7 +6,7 @@
   that engine would load it (``engine="sglang"`` ...).
 * :mod:`.target` — :class:`~.target.TargetModel`, any local Hugging Face causal LM with aux
   hidden-state capture (index convention documented there) and a KV cache.
-* :mod:`.train` — the small trainers used by :mod:`eagle3_forensics.demo`.
+* :mod:`.train` — the small trainers used by :mod:`eagle3_forensics.demo.world`.
 
 Nothing here is copied from an engine; it is written from the description in
 ``acceptance.md`` §1 and ``eagle3-formats.md`` §0.

@@ -48,12 +48,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..checkpoint import Checkpoint, open_checkpoint
-from ..config import DrafterConfig
-from ..engines import ENGINE_NAMES, ENGINES
-from ..engines.rules import HF_DEFAULT_AUX, EngineRules
-from ..engines.simulate import LoadReport, aux_ids_read, engine_flag, simulate_load
-from ..errors import UnusableInputError
+from eagle3_forensics.engines import ENGINE_NAMES, ENGINES
+from eagle3_forensics.engines.rules import HF_DEFAULT_AUX, EngineRules
+from eagle3_forensics.engines.simulate import LoadReport, aux_ids_read, engine_flag, simulate_load
+from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.io.checkpoint import Checkpoint, open_checkpoint
+from eagle3_forensics.io.config import DrafterConfig
 
 REFERENCE = "reference"
 #: every view :func:`load_drafter` can build: the writer's own meaning, then each engine's
@@ -470,7 +470,7 @@ class TargetFiles:
 
 
 def target_files(path: str | Path) -> TargetFiles:
-    from ..target import open_target
+    from eagle3_forensics.io.target import open_target
 
     info = open_target(path)
     n, h, v = info.num_hidden_layers, info.hidden_size, info.vocab_size
@@ -590,11 +590,11 @@ class _Plan:
 def _reference_plan(
     ckpt: Checkpoint, cfg: DrafterConfig, raw: dict[str, torch.Tensor], target: TargetSide | None
 ) -> _Plan:
-    from ..checks.aux_layers import trained_ids
-    from ..checks.context import Context
-    from ..checks.norms import trained_flags
+    from eagle3_forensics.checks.aux_layers import trained_ids
+    from eagle3_forensics.checks.context import Context
+    from eagle3_forensics.checks.norms import trained_flags
 
-    ctx = Context(ckpt, [], None)
+    ctx = Context(ckpt)
     family = ctx.fmt.family
     ids, level = trained_ids(ctx)
     if ids is None:
@@ -683,8 +683,8 @@ def _engine_plan(
     raw: dict[str, torch.Tensor],
     target: TargetSide | None,
 ) -> _Plan:
-    from ..engines.simulate import expected_params
-    from ..layout import detect_format
+    from eagle3_forensics.engines.simulate import expected_params
+    from eagle3_forensics.io.layout import detect_format
 
     report: LoadReport = simulate_load(rules, ckpt, cfg)
     params = expected_params(rules, cfg, report.conditions)

@@ -25,8 +25,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..errors import UnusableInputError
-from .drafter import default_dtype, resolve_device
+from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.reference.drafter import default_dtype, resolve_device
 
 
 @dataclass

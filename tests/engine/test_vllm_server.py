@@ -22,12 +22,12 @@ from engine_server import DEMO, NEW_TOKENS, PROMPTS, TARGET, K, VllmServer, serv
 
 pytest.importorskip("vllm", reason="needs the vLLM CPU engine: make test-engine (.venv-engine)")
 
-from eagle3_forensics.cli import main
-from eagle3_forensics.diagnose import diagnose
-from eagle3_forensics.probe import GreedyRun, ProbeResult, probe, read_prompts
+from eagle3_forensics.checks.diagnose import diagnose
+from eagle3_forensics.cli.main import main
+from eagle3_forensics.probe.core import GreedyRun, ProbeResult, probe, read_prompts
+from eagle3_forensics.probe.server import EXIT_SERVER, ServerProbeResult, probe_server
 from eagle3_forensics.reference.target import TargetModel
-from eagle3_forensics.repair import repair
-from eagle3_forensics.server_probe import EXIT_SERVER, ServerProbeResult, probe_server
+from eagle3_forensics.repair.core import repair
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 

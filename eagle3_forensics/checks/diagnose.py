@@ -1,0 +1,178 @@
+"""``diagnose``: every static check on one drafter, as one report."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle3_forensics.checks import Context, run_checks
+from eagle3_forensics.engines import resolve_engines
+from eagle3_forensics.engines.simulate import LoadReport
+from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.findings import Finding, Severity, count_by_severity, sort_findings
+from eagle3_forensics.io.checkpoint import Checkpoint, TensorInfo, open_checkpoint
+from eagle3_forensics.io.config import DrafterConfig
+from eagle3_forensics.io.layout import FormatInfo, detect_format
+from eagle3_forensics.io.target import TargetInfo, open_target
+
+
+@dataclass
+class Inspection:
+    """``inspect``: the tensor table and the detected format, nothing else."""
+
+    checkpoint: str
+    format: FormatInfo
+    weight_format: str
+    tensors: list[TensorInfo]
+    config: DrafterConfig
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "checkpoint": self.checkpoint,
+            "format": self.format.label,
+            "format_detail": self.format.to_dict(),
+            "weight_format": self.weight_format,
+            "total_bytes": self.total_bytes,
+            "tensors": [t.to_dict() for t in self.tensors],
+        }
+
+
+def inspect_checkpoint(path: str | Path) -> Inspection:
+    ckpt = open_checkpoint(path)
+    cfg = DrafterConfig(ckpt.config)
+    return Inspection(str(path), detect_format(ckpt, cfg), ckpt.weight_format, list(ckpt), cfg)
+
+
+@dataclass
+class Diagnosis:
+    checkpoint: str
+    format: str
+    engines: list[str]
+    findings: list[Finding]
+    loads: dict[str, LoadReport] = field(default_factory=dict)
+    format_detail: FormatInfo | None = None
+    target: TargetInfo | None = None
+    unusable: bool = False
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.ERROR]
+
+    @property
+    def exit_code(self) -> int:
+        if self.unusable:
+            return 2
+        return 1 if self.errors else 0
+
+    def verdict(self, engine: str | None = None) -> str:
+        """'unusable' | 'broken' | 'warnings' | 'healthy' | 'not applicable', overall or for one engine."""
+        if self.unusable:
+            return "unusable"
+        load = self.loads.get(engine) if engine else None
+        if (
+            load is not None
+            and not load.config_readable
+            and not any(f.engine == engine and f.severity is Severity.ERROR for f in self.findings)
+        ):
+            return "not applicable"  # an engine that never reads this format, not named by the user
+        relevant = [f for f in self.findings if engine is None or f.engine in (None, engine)]
+        if any(f.severity is Severity.ERROR for f in relevant):
+            return "broken"
+        if any(f.severity is Severity.WARNING for f in relevant):
+            return "warnings"
+        return "healthy"
+
+    def counts(self) -> dict[str, int]:
+        return count_by_severity(self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The documented JSON shape (extra keys beyond the four are stable additions)."""
+        return {
+            "checkpoint": self.checkpoint,
+            "format": self.format,
+            "engines": self.engines,
+            "findings": [f.to_dict() for f in self.findings],
+            "verdict": {"overall": self.verdict(), **{e: self.verdict(e) for e in self.engines}},
+            "counts": self.counts(),
+            "load": {e: r.to_dict() for e, r in self.loads.items()},
+        }
+
+
+def _single_threaded(fn: Callable[[Context], list[Finding]], ctx: Context) -> list[Finding]:
+    """Run with one intra-op thread: the checks touch only small slices, and on a busy machine
+    OpenMP workers spinning up for each tiny op cost more than the work (measured in
+    benchmarks/bench_diagnose.py)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return fn(ctx)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _with_repair_hints(findings: list[Finding], path: str) -> list[Finding]:
+    """Append the ``repair`` command to error fixes that ``repair`` handles for that engine.
+
+    Which codes it handles is ``repair.POLICY`` (one table); a refusal there keeps the manual fix.
+    """
+    from dataclasses import replace
+
+    from eagle3_forensics.repair.policy import FIX, POLICY, REPAIRABLE_ENGINES
+
+    out = []
+    for f in findings:
+        policy = POLICY.get(f.code)
+        if (
+            f.severity is Severity.ERROR
+            and f.engine in REPAIRABLE_ENGINES
+            and policy is not None
+            and policy.action == FIX
+            and not policy.refuses(f)
+        ):
+            hint = f"Automated: eagle3-forensics repair {path} --engine {f.engine} --out DST."
+            f = replace(f, fix=f"{f.fix} {hint}" if f.fix else hint)
+        out.append(f)
+    return out
+
+
+def unreadable(path: str | Path, engines: list[str], reason: str) -> Diagnosis:
+    finding = Finding(
+        "CHECKPOINT_UNREADABLE",
+        Severity.ERROR,
+        reason,
+        evidence={"path": str(path), "reason": reason},
+        fix="Check the path and re-copy or re-export the checkpoint; see docs/findings.md.",
+    )
+    return Diagnosis(str(path), "unknown", engines, [finding], unusable=True)
+
+
+def diagnose(
+    path: str | Path,
+    target: str | Path | None = None,
+    engines: str | list[str] | tuple[str, ...] | None = "all",
+) -> Diagnosis:
+    """Run every static check. Unusable input gives a report with one CHECKPOINT_UNREADABLE finding.
+
+    ``engines`` is ``"all"`` or engine names (``sglang``, ``vllm``, ``eagle``, ``speculators``);
+    an unknown name raises ``ValueError``.
+    """
+    names = resolve_engines(engines)
+    try:
+        ckpt: Checkpoint = open_checkpoint(path)
+        tinfo = open_target(target) if target is not None else None
+        explicit = not (
+            engines is None or engines == "all" or (not isinstance(engines, str) and "all" in engines)
+        )
+        ctx = Context(ckpt, tinfo, engine_names=names, explicit_engines=explicit)
+        findings = sort_findings(_with_repair_hints(_single_threaded(run_checks, ctx), str(path)))
+        return Diagnosis(str(path), ctx.fmt.label, names, findings, ctx.loads, ctx.fmt, tinfo)
+    except UnusableInputError as exc:
+        return unreadable(path, names, str(exc))

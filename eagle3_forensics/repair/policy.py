@@ -1,0 +1,269 @@
+"""What ``repair`` does about each finding code, as data: fixed by which kinds of step, refused
+(with the options left), or never an error.
+
+A leaf: it imports only the finding catalogue, so ``diagnose`` can name the ``repair`` command in a
+fix without importing the repair machinery (no import circle).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from eagle3_forensics.findings import CATALOGUE, Finding
+
+REPAIRABLE_ENGINES: tuple[str, ...] = ("sglang", "vllm")
+# The config layout written for each engine: SGLang gets the flat LlamaForCausalLMEagle3 config its
+# model class reads (its speculators shim accepts only one architecture name and translates neither
+# aux ids nor names); vLLM reads both layouts, so the source's layout is kept.
+OUTPUT_STYLE: dict[str, str] = {"sglang": "flat", "vllm": "keep"}
+
+# -- step kinds ---------------------------------------------------------------------------------------
+
+CONFIG = "config"
+RENAME = "rename"
+DROP = "drop"
+STRIP = "strip"
+SHIP = "ship"
+VOCAB = "vocab"
+FORMAT = "format"
+STEP_KINDS: dict[str, str] = {
+    CONFIG: "config.json rewritten (fields listed)",
+    RENAME: "tensors renamed to the names the engine looks up (bytes unchanged)",
+    DROP: "tensors removed that are not drafter weights (harmless; the engine drops or rejects them)",
+    STRIP: "tensors removed that the engine replaces with the target's anyway",
+    SHIP: "tensors added from the target's weights because the engine needs them from the checkpoint",
+    VOCAB: "d2t / t2d rewritten into the offsets encoding every engine reads",
+    FORMAT: "weights rewritten as a single model.safetensors",
+}
+
+# -- the finding → repair table -----------------------------------------------------------------------
+
+FIX = "fix"  # fixed by steps of the listed kinds (the planned drafter is checked to no longer have it)
+REFUSE = "refuse"  # no conversion can fix it
+UNUSABLE = "unusable"  # input cannot be read at all (exit 2)
+NOTHING = "nothing"  # never an error; nothing to change
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What ``repair`` does about one finding code. ``{engine}`` in texts is the engine's display name."""
+
+    action: str
+    fixed_by: tuple[str, ...] = ()
+    reason: str = ""  # why it cannot be (or was not) fixed
+    options: tuple[str, ...] = ()  # what the user can do instead
+    fixable_if: str | None = None  # FIX only when the finding's evidence has this key; refused otherwise
+
+    def refuses(self, finding: Finding) -> bool:
+        """True when this finding is refused before any planning."""
+        if self.action in (REFUSE, NOTHING):
+            return True
+        return self.action == FIX and self.fixable_if is not None and self.fixable_if not in finding.evidence
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "fixed_by": list(self.fixed_by),
+            "reason": self.reason,
+            "options": list(self.options),
+            "fixable_if": self.fixable_if,
+        }
+
+
+_SERVE_VLLM = "serve it on vLLM, which implements it"
+POLICY: dict[str, Policy] = {
+    "CHECKPOINT_UNREADABLE": Policy(
+        UNUSABLE,
+        reason="the checkpoint cannot be read",
+        options=("check the path; re-copy or re-export the checkpoint",),
+    ),
+    "NOT_EAGLE3": Policy(
+        REFUSE,
+        reason="the files do not describe an EAGLE-3 drafter; no conversion makes one",
+        options=(
+            "point the tool at the drafter directory (not the target)",
+            "serve it with the algorithm it implements (EAGLE / EAGLE-2)",
+        ),
+    ),
+    "CONFIG_UNREADABLE_BY_ENGINE": Policy(
+        FIX,
+        (CONFIG,),
+        "the config could not be rewritten into a form {engine} reads",
+        ("write the missing fields into a copy of config.json and repair that copy",),
+    ),
+    "KEYS_DROPPED_BY_ENGINE": Policy(
+        FIX,
+        (RENAME, DROP, STRIP, CONFIG),
+        "trained drafter weights that {engine} has no parameter for under any "
+        "spelling; dropping them would serve a different model",
+        (_SERVE_VLLM, "retrain without them for {engine}"),
+    ),
+    "KEYS_REJECTED_BY_ENGINE": Policy(
+        FIX,
+        (RENAME, DROP, STRIP, CONFIG),
+        "trained drafter weights that {engine} has no parameter for (it refuses to "
+        "load them); dropping them would serve a different model",
+        (
+            "serve it on an engine with a model class for these weights",
+            "retrain with a Llama-style draft layer",
+        ),
+    ),
+    "PARAMS_UNFILLED": Policy(
+        FIX,
+        (RENAME, SHIP, CONFIG),
+        "engine parameters that no tensor of the checkpoint (or of --target) can fill",
+        (
+            "re-export the drafter with every trained tensor",
+            "pass --target with weights when the engine needs the target's embedding shipped",
+        ),
+    ),
+    "MULTI_LAYER_DRAFTER": Policy(
+        REFUSE,
+        reason="{engine} builds one decoder layer and the drafter has more; dropping the others "
+        "serves a truncated model",
+        options=("serve it on vLLM (multi-layer EAGLE-3)", "retrain with one decoder layer"),
+    ),
+    "LM_HEAD_MISSING": Policy(
+        REFUSE,
+        reason="there is no trained draft lm_head, and none can be derived",
+        options=("re-export the drafter with its [draft_vocab_size, hidden] lm_head.weight",),
+    ),
+    "EMBED_TOKENS_PROBLEM": Policy(
+        FIX,
+        (STRIP, SHIP),
+        "the embedding {engine} needs cannot be supplied",
+        (
+            "pass --target with weights whose embedding is [vocab_size, hidden_size]",
+            "re-export the drafter with the embedding it was trained with",
+            _SERVE_VLLM,
+        ),
+    ),
+    "D2T_MISSING": Policy(
+        FIX,
+        (VOCAB,),
+        "there is no d2t and no trustworthy t2d to rebuild it from",
+        ("pass --rebuild-vocab-from FILE with the training token ids (input_ids, optional loss_mask)",),
+    ),
+    "D2T_ABSOLUTE": Policy(
+        FIX,
+        (VOCAB,),
+        "the absolute ids could not be converted to a consistent map",
+        ("pass --rebuild-vocab-from FILE with the training token ids",),
+    ),
+    "D2T_DOUBLE_OFFSET": Policy(
+        FIX,
+        (VOCAB,),
+        "the double offsets could not be undone into a consistent map",
+        ("pass --rebuild-vocab-from FILE with the training token ids",),
+    ),
+    "D2T_T2D_MISMATCH": Policy(
+        FIX,
+        (VOCAB,),
+        "d2t and t2d describe different draft vocabularies and nothing says which one the "
+        "weights were trained with",
+        (
+            "pass --trust-t2d to rebuild d2t from t2d",
+            "pass --trust-d2t to rebuild t2d from d2t",
+            "pass --rebuild-vocab-from FILE with the training token ids to rebuild both",
+        ),
+    ),
+    "D2T_INVALID": Policy(
+        FIX,
+        (VOCAB,),
+        "d2t cannot be a draft→target map and cannot be repaired from itself",
+        (
+            "pass --trust-t2d to rebuild d2t from a valid t2d",
+            "pass --rebuild-vocab-from FILE with the training token ids",
+        ),
+    ),
+    "T2D_INVALID": Policy(
+        FIX,
+        (VOCAB,),
+        "t2d is not a valid mask and does not agree with d2t",
+        (
+            "pass --trust-d2t to rebuild t2d from d2t",
+            "pass --rebuild-vocab-from FILE with the training token ids",
+        ),
+    ),
+    "VOCAB_SIZE_INCONSISTENT": Policy(
+        FIX,
+        (CONFIG, VOCAB),
+        "sizes disagree between the tensors themselves (usually tensors from two runs)",
+        (
+            "use lm_head, d2t and t2d from the same training run",
+            "pass --rebuild-vocab-from FILE to rebuild d2t/t2d for the shipped lm_head",
+        ),
+    ),
+    "DRAFT_VOCAB_SIZE_MISSING": Policy(
+        FIX,
+        (CONFIG,),
+        "draft_vocab_size could not be derived",
+        ("write draft_vocab_size = lm_head rows into a copy of config.json",),
+    ),
+    "TIED_EMBEDDINGS_ON_REDUCED_VOCAB": Policy(
+        FIX,
+        (CONFIG,),
+        "tie_word_embeddings could not be turned off",
+        ("write tie_word_embeddings: false by hand",),
+    ),
+    "FC_WIDTH_MISMATCH": Policy(
+        REFUSE,
+        reason="fc takes a different number of aux states (or target width) than {engine} builds",
+        options=(
+            "serve it on vLLM, which sizes fc from the number of aux ids",
+            "if target_hidden_size or the aux ids in the config are wrong, correct them by hand",
+        ),
+    ),
+    "TARGET_MISMATCH": Policy(
+        REFUSE,
+        reason="the drafter was not trained for this target",
+        options=("use the drafter trained for this target", "retrain"),
+    ),
+    "AUX_LAYER_IDS_INVALID": Policy(
+        REFUSE,
+        reason="the aux-layer ids are malformed or out of range; the trained ones cannot be inferred",
+        options=("write the ids the drafter was trained with into a copy of config.json and repair that",),
+    ),
+    "AUX_LAYER_IDS_IGNORED_BY_ENGINE": Policy(
+        FIX,
+        (CONFIG,),
+        "the trained aux-layer ids are not known",
+        (
+            "pass --target so the trainer's default ids can be resolved",
+            "write the trained ids into a copy of config.json",
+        ),
+    ),
+    "AUX_LAYER_IDS_CONVENTION_SHIFT": Policy(
+        FIX,
+        (CONFIG,),
+        "the trained aux-layer ids cannot be expressed where {engine} reads them",
+        ("check the trained ids with the probe's aux sweep and write them by hand",),
+    ),
+    # Fixable only when the engine implements the variant and merely reads another value ("mismatched");
+    # a variant the engine does not implement is refused before planning, whatever the conversion does.
+    "NORM_FLAGS_UNSUPPORTED": Policy(
+        FIX,
+        (CONFIG,),
+        "the drafter was trained with a normalisation variant {engine} does not implement; "
+        "no weight-space conversion exists",
+        (
+            "serve it on vLLM, which implements norm_before_residual, norm_before_fc, fc_norm and norm_output",
+            "retrain with these variants off for {engine}",
+        ),
+        fixable_if="mismatched",
+    ),
+    "NORM_OUTPUT_MEANING_CLASH": Policy(FIX, (CONFIG,), "norm_output could not be removed", ()),
+    "ROPE_MISMATCH": Policy(FIX, (CONFIG,), "RoPE fields could not be mirrored", ()),
+    "CONTEXT_TOO_SHORT": Policy(NOTHING, reason="the trained context length is not changed by a conversion"),
+    "WEIGHTS_NONFINITE": Policy(
+        REFUSE,
+        reason="weights contain NaN or Inf; no conversion restores them",
+        options=("re-export from the last good training checkpoint",),
+    ),
+    "WEIGHTS_LOOK_UNTRAINED": Policy(NOTHING, reason="a warning about training, not about the format"),
+    "DTYPE_MISMATCH": Policy(NOTHING, reason="dtypes are kept as trained"),
+}
+assert set(POLICY) == set(CATALOGUE), "every finding code needs a repair policy"
+
+PRECONDITION = "PRECONDITION"  # refusal code for conversion preconditions that no finding covers

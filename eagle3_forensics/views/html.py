@@ -1,0 +1,335 @@
+"""Notebook display layer: package results as pandas tables and escaped HTML (no computation).
+
+Every string that comes from a checkpoint (tensor names, shard names, config values, messages
+and evidence that quote them) is untrusted: nbconvert copies ``text/html`` outputs into reports
+unsanitised, so each one is passed through :func:`html.escape` here, at the source. Tables go
+through ``DataFrame.to_html(escape=True)`` (:func:`table_html` / :func:`show_table`). Control and
+bidirectional-override characters are additionally shown as ``\\uXXXX`` so a crafted name cannot
+hide or reorder text.
+
+pandas and IPython are imported inside the functions, so ``import eagle3_forensics`` stays light.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import unicodedata
+from typing import TYPE_CHECKING, Any
+
+from eagle3_forensics.views.text import human_bytes as _human_bytes
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pandas as pd
+    from IPython.display import HTML
+
+    from eagle3_forensics.checks.diagnose import Diagnosis, Inspection
+    from eagle3_forensics.findings import Finding
+
+VERDICT_COLOURS = {
+    "healthy": "#2e7d32",
+    "warnings": "#ef6c00",
+    "broken": "#c62828",
+    "unusable": "#6a1b1a",
+    "not applicable": "#757575",
+}
+SEVERITY_COLOURS = {"error": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
+SEVERITY_BACKGROUNDS = {"error": "#fdecea", "warning": "#fff4e5", "info": "#e8f1fb"}
+EVIDENCE_LIMIT = 220
+_TABLE_CLASSES = "e3f-table"
+
+
+# -- strings -----------------------------------------------------------------------------------
+
+
+def visible(text: object) -> str:
+    """``str(text)`` with control, format (bidi overrides, zero-width) and separator chars as ``\\uXXXX``."""
+    s = "" if text is None else str(text)
+    if s.isprintable():
+        return s
+    return "".join(ch if ch.isprintable() or ch == " " else _u_escape(ch) for ch in s)
+
+
+def _u_escape(ch: str) -> str:
+    code = ord(ch)
+    if unicodedata.category(ch) == "Cc" and ch in "\t\n\r":
+        return {"\t": "\\t", "\n": "\\n", "\r": "\\r"}[ch]
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def esc(text: object) -> str:
+    """Escape one untrusted value for interpolation into HTML (text or attribute)."""
+    return html.escape(visible(text), quote=True)
+
+
+def compact_json(value: Any, limit: int | None = EVIDENCE_LIMIT) -> str:
+    """One-line JSON (ASCII only, so no bidi tricks survive), truncated to ``limit`` characters."""
+    text = json.dumps(value, separators=(", ", ": "), default=str, ensure_ascii=True)
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def finding_codes(diagnosis: Diagnosis) -> list[str]:
+    """Distinct finding codes, in report order (errors first)."""
+    return list(dict.fromkeys(f.code for f in diagnosis.findings))
+
+
+def engines_of(diagnosis: Diagnosis, engine: str | None = "all") -> list[str]:
+    """The engines a notebook parameter names: ``"all"``/``None`` -> every simulated engine."""
+    if engine in (None, "all"):
+        return list(diagnosis.loads)
+    if engine not in diagnosis.loads:
+        known = ", ".join(diagnosis.loads) or "none (the checkpoint is unusable)"
+        raise ValueError(f"no load simulation for engine {engine!r}; simulated: {known}")
+    return [engine]
+
+
+# -- tables ------------------------------------------------------------------------------------
+
+
+def tensor_table(inspection: Inspection) -> pd.DataFrame:
+    """One row per tensor, from the header only: name, shape, dtype, elements, bytes, shard."""
+    import pandas as pd
+
+    rows = [
+        {
+            "name": visible(t.name),
+            "shape": str(list(t.shape)),
+            "dtype": visible(t.dtype),
+            "elements": t.numel,
+            "bytes": t.nbytes,
+            "size": _human_bytes(t.nbytes),
+            "shard": visible(t.shard),
+        }
+        for t in inspection.tensors
+    ]
+    return pd.DataFrame(rows, columns=["name", "shape", "dtype", "elements", "bytes", "size", "shard"])
+
+
+def load_table(diagnosis: Diagnosis) -> pd.DataFrame:
+    """One row per simulated engine: what its loader does with the checkpoint's tensors."""
+    import pandas as pd
+
+    rows = []
+    for name, load in diagnosis.loads.items():
+        c = load.counts()
+        rows.append(
+            {
+                "engine": name,
+                "config readable": bool(load.config_readable),
+                "used": c["loaded"] + c["renamed"] + c["fused"],
+                "renamed": c["renamed"],
+                "fused": c["fused"],
+                "overwritten": c["overwritten"],
+                "dropped": c["dropped"] + c["warned"],
+                "rejected": c["rejected"],
+                "consumed": c["consumed"],
+                "skipped": c["skipped"],
+                "unfilled": c["unfilled"],
+                "verdict": diagnosis.verdict(name),
+                "config problem": visible(load.config_problem or ""),
+            }
+        )
+    columns = [
+        "engine",
+        "config readable",
+        "used",
+        "renamed",
+        "fused",
+        "overwritten",
+        "dropped",
+        "rejected",
+        "consumed",
+        "skipped",
+        "unfilled",
+        "verdict",
+        "config problem",
+    ]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def key_fate_table(diagnosis: Diagnosis, engine: str) -> pd.DataFrame:
+    """Every checkpoint key and what ``engine`` does with it; then the parameters nothing fills."""
+    import pandas as pd
+
+    if engine in (None, "all"):
+        raise ValueError(
+            "key_fate_table shows one engine; use key_fates_html(diagnosis, 'all') for every engine"
+        )
+    (name,) = engines_of(diagnosis, engine)
+    load = diagnosis.loads[name]
+    rows = [
+        {
+            "key": visible(f.key),
+            "action": f.action,
+            "engine parameter": visible(f.param or ""),
+            "note": visible(f.note),
+        }
+        for f in load.fates
+    ]
+    rows += [
+        {
+            "key": "",
+            "action": "unfilled",
+            "engine parameter": visible(p),
+            "note": "no checkpoint tensor fills this parameter; it stays at initialisation",
+        }
+        for p in load.unfilled
+    ]
+    return pd.DataFrame(rows, columns=["key", "action", "engine parameter", "note"])
+
+
+def findings_table(diagnosis: Diagnosis) -> pd.DataFrame:
+    """One row per finding: severity, code, engine, message, evidence (compact JSON), fix."""
+    import pandas as pd
+
+    rows = [
+        {
+            "severity": f.severity.value,
+            "code": f.code,
+            "engine": f.engine or "",
+            "message": visible(f.message),
+            "evidence": compact_json(f.evidence) if f.evidence else "",
+            "fix": visible(f.fix or ""),
+        }
+        for f in diagnosis.findings
+    ]
+    return pd.DataFrame(rows, columns=["severity", "code", "engine", "message", "evidence", "fix"])
+
+
+def table_html(df: pd.DataFrame) -> str:
+    """``df`` as an HTML table with every cell and header escaped, all rows shown."""
+    return str(
+        df.to_html(
+            escape=True,
+            index=False,
+            border=0,
+            classes=_TABLE_CLASSES,
+            max_rows=None,
+            max_cols=None,
+            na_rep="",
+        )
+    )
+
+
+def show_table(df: pd.DataFrame) -> HTML:
+    """Display object for a notebook cell: the escaped table of :func:`table_html`."""
+    from IPython.display import HTML
+
+    if df.empty:
+        return HTML("<p><em>(no rows)</em></p>")
+    return HTML(table_html(df))
+
+
+# -- HTML fragments ----------------------------------------------------------------------------
+
+
+def _badge(text: str, colour: str, big: bool = False) -> str:
+    size = "1.25em" if big else "0.9em"
+    return (
+        f'<span style="display:inline-block;padding:0.15em 0.6em;border-radius:0.8em;'
+        f'background:{colour};color:#fff;font-weight:600;font-size:{size}">{esc(text)}</span>'
+    )
+
+
+def verdict_html(diagnosis: Diagnosis) -> str:
+    """Overall and per-engine verdict badges, finding counts, and what was examined."""
+    overall = diagnosis.verdict()
+    counts = diagnosis.counts()
+    engine_badges = " ".join(
+        f'<span style="margin-right:0.8em">{esc(e)} '
+        f"{_badge(diagnosis.verdict(e), VERDICT_COLOURS.get(diagnosis.verdict(e), '#555'))}</span>"
+        for e in diagnosis.engines
+    )
+    target = (
+        str(diagnosis.target.path) if diagnosis.target is not None else "none (target cross-checks skipped)"
+    )
+    return (
+        '<div class="e3f-verdict" style="border:1px solid #ccc;border-radius:6px;padding:0.8em 1em;margin:0.4em 0">'
+        f"<div>verdict {_badge(overall.upper(), VERDICT_COLOURS.get(overall, '#555'), big=True)} "
+        f"&nbsp; {counts['error']} error · {counts['warning']} warning · {counts['info']} info</div>"
+        f'<div style="margin-top:0.5em">per engine: {engine_badges or "<em>none</em>"}</div>'
+        '<table style="margin-top:0.5em;border:0">'
+        f"<tr><td><b>checkpoint</b></td><td><code>{esc(diagnosis.checkpoint)}</code></td></tr>"
+        f"<tr><td><b>target</b></td><td><code>{esc(target)}</code></td></tr>"
+        f"<tr><td><b>format</b></td><td>{esc(diagnosis.format)}</td></tr>"
+        f"<tr><td><b>engines</b></td><td>{esc(', '.join(diagnosis.engines))}</td></tr>"
+        "</table></div>"
+    )
+
+
+def format_html(inspection: Inspection) -> str:
+    """The detected checkpoint format (trainer family, config style, key layout) and size."""
+    fmt = inspection.format
+    rows = [
+        ("format", fmt.label),
+        ("trainer family", fmt.family),
+        ("config style", fmt.config_style),
+        ("key layout", fmt.key_layout),
+        ("decoder layers", str(fmt.decoder_layers)),
+        (
+            "weights",
+            f"{inspection.weight_format}, {len(inspection.tensors)} tensors, "
+            f"{_human_bytes(inspection.total_bytes)}",
+        ),
+    ]
+    body = "".join(f"<tr><td><b>{esc(k)}</b></td><td>{esc(v)}</td></tr>" for k, v in rows)
+    return f'<table class="e3f-format" style="border:0">{body}</table>'
+
+
+def finding_card_html(f: Finding) -> str:
+    """One finding as a severity-coloured card: code, engine, message, evidence, fix."""
+    sev = f.severity.value
+    colour = SEVERITY_COLOURS.get(sev, "#555")
+    engine = f' &nbsp;<span style="color:#555">[{esc(f.engine)}]</span>' if f.engine else ""
+    parts = [
+        f'<div class="e3f-finding e3f-{esc(sev)}" style="border-left:5px solid {colour};'
+        f'background:{SEVERITY_BACKGROUNDS.get(sev, "#f5f5f5")};padding:0.5em 0.8em;margin:0.5em 0;border-radius:3px">',
+        f'<div><b style="color:{colour}">{esc(sev.upper())}</b> &nbsp;<code>{esc(f.code)}</code>{engine}</div>',
+        f'<div style="margin-top:0.3em">{esc(f.message)}</div>',
+    ]
+    if f.evidence:
+        short = compact_json(f.evidence)
+        parts.append(f'<div style="margin-top:0.3em"><b>evidence</b> <code>{esc(short)}</code></div>')
+        full = compact_json(f.evidence, limit=None)
+        if full != short:
+            pretty = json.dumps(f.evidence, indent=1, default=str, ensure_ascii=True)
+            parts.append(f"<details><summary>full evidence</summary><pre>{esc(pretty)}</pre></details>")
+    if f.fix:
+        parts.append(f'<div style="margin-top:0.3em"><b>fix</b> {esc(f.fix)}</div>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def findings_html(diagnosis: Diagnosis) -> str:
+    """Every finding as a card (errors first), or a line saying there are none."""
+    if not diagnosis.findings:
+        return '<p class="e3f-no-findings" style="color:#2e7d32"><b>No findings.</b></p>'
+    return "".join(finding_card_html(f) for f in diagnosis.findings)
+
+
+def key_fates_html(diagnosis: Diagnosis, engine: str | None = "all") -> str:
+    """A heading and an escaped key-fate table per engine (``"all"`` -> every simulated engine)."""
+    names = engines_of(diagnosis, engine)
+    if not names:
+        return "<p><em>No load simulation: the checkpoint could not be read.</em></p>"
+    out = []
+    for name in names:
+        load = diagnosis.loads[name]
+        verdict = diagnosis.verdict(name)
+        out.append(f"<h3>{esc(name)} {_badge(verdict, VERDICT_COLOURS.get(verdict, '#555'))}</h3>")
+        if not load.config_readable:
+            out.append(f"<p><b>config not readable:</b> {esc(load.config_problem or 'unknown reason')}</p>")
+        out.append(f'<p style="color:#555">engine rules revision: {esc(load.revision)}</p>')
+        out.append(table_html(key_fate_table(diagnosis, name)))
+    return "".join(out)
+
+
+def repair_table(src: str, target: str | None = None) -> pd.DataFrame:
+    """Each repairable engine: errors before, what repair did or why it refused, diagnose after."""
+    import pandas as pd
+
+    from eagle3_forensics.repair.core import repair_overview
+
+    return pd.DataFrame(repair_overview(src, target=target))

@@ -1,0 +1,83 @@
+"""Plain-text rendering of reports for the terminal (computation lives elsewhere)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from eagle3_forensics.checks.diagnose import Diagnosis, Inspection
+from eagle3_forensics.findings import Finding
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> "1.5 KB"."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def _compact(value: Any, limit: int = 220) -> str:
+    text = json.dumps(value, separators=(", ", "="), default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def render_finding(f: Finding) -> str:
+    engine = f" [{f.engine}]" if f.engine else ""
+    lines = [f"{f.severity.value.upper():7} {f.code}{engine}", f"        {f.message}"]
+    if f.evidence:
+        ev = {k: v for k, v in f.evidence.items() if k != "engine_revision"}
+        if ev:
+            lines.append(f"        evidence: {_compact(ev)}")
+    if f.fix:
+        lines.append(f"        fix: {f.fix}")
+    return "\n".join(lines)
+
+
+def render_diagnosis(d: Diagnosis) -> str:
+    counts = d.counts()
+    out = [
+        f"checkpoint: {d.checkpoint}",
+        f"format:     {d.format}",
+        f"engines:    {', '.join(d.engines)}",
+        f"verdict:    {d.verdict().upper()}  ({counts['error']} error, {counts['warning']} warning, "
+        f"{counts['info']} info)",
+    ]
+    if d.loads:
+        out.append("")
+        out.append(
+            "load simulation (tensors: loaded/renamed/fused · overwritten by target · dropped · rejected;"
+            " engine params unfilled):"
+        )
+        for name, load in d.loads.items():
+            c = load.counts()
+            used = c["loaded"] + c["renamed"] + c["fused"]
+            status = "config OK" if load.config_readable else "CONFIG UNREADABLE"
+            out.append(
+                f"  {name:12} {used:4} used · {c['overwritten']:2} from target · "
+                f"{c['dropped'] + c['warned']:3} dropped · {c['rejected']:3} rejected · "
+                f"{c['unfilled']:3} unfilled · {status} · verdict {d.verdict(name)}"
+            )
+    if d.findings:
+        out.append("")
+        out.extend(render_finding(f) for f in d.findings)
+    else:
+        out.append("\nno findings")
+    return "\n".join(out)
+
+
+def render_inspection(ins: Inspection) -> str:
+    out = [
+        f"checkpoint: {ins.checkpoint}",
+        f"format:     {ins.format.label}",
+        f"weights:    {ins.weight_format}, {len(ins.tensors)} tensors, {human_bytes(ins.total_bytes)}",
+        "",
+    ]
+    width = max((len(t.name) for t in ins.tensors), default=10)
+    out.append(f"{'name':{width}}  {'shape':>18}  {'dtype':5}  {'bytes':>10}  shard")
+    for t in ins.tensors:
+        out.append(
+            f"{t.name:{width}}  {list(t.shape)!s:>18}  {t.dtype:5}  {human_bytes(t.nbytes):>10}  {t.shard}"
+        )
+    return "\n".join(out)

@@ -1,0 +1,660 @@
+"""Interactive explorers for JupyterLab, with static fallbacks for papermill runs and HTML reports.
+
+Each explorer is a thin ipywidgets layer over a pure data function of this module:
+
+* :func:`tensor_browser` over :func:`tensor_key_table` — every checkpoint tensor with what each
+  engine does with it, filtered by a substring (or ``re:`` regex) and by engine action;
+* :func:`token_lookup` over :class:`TokenLookup` — type a token string or id (``d:12`` for a draft
+  id): its draft id, stored and needed ``d2t`` offset, corpus coverage, and how each engine maps it;
+* :func:`probe_controls` over :func:`eagle3_forensics.probe.core.probe` — K, tokens, prompts, engine view.
+
+An explorer returns an :class:`Explorer` display object. In an interactive kernel it shows the
+live widget; under papermill / nbconvert / a plain interpreter it shows the same content as static,
+escaped HTML (tables, figures as inline PNG), so reports never hold empty widget boxes. The mode
+is chosen by :func:`interactive_frontend`: ``$E3F_INTERACTIVE`` (``0``/``1``; the runner sets
+``0``) first, then whether an IPython kernel runs at all, then whether the kernel's parent
+process is a headless executor (papermill, nbclient, nbconvert, ...). Even in interactive mode
+the display bundle carries the static HTML as a fallback for viewers without a widget manager.
+
+Every user-derived string goes through :func:`eagle3_forensics.views.html.esc` or an escaping
+``DataFrame.to_html`` (:func:`eagle3_forensics.views.html.table_html`).
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import io
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.views.html import esc, table_html, visible
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pandas as pd
+
+    from eagle3_forensics.checks.diagnose import Diagnosis, Inspection
+    from eagle3_forensics.probe.core import ProbeResult
+    from eagle3_forensics.vocab.coverage import TokenTable
+    from eagle3_forensics.vocab.inputs import LoadedMapping
+
+ENV_INTERACTIVE = "E3F_INTERACTIVE"
+#: substrings of a kernel's parent command line that mean "executed headless, nobody is watching"
+HEADLESS_EXECUTORS = (
+    "papermill",
+    "nbclient",
+    "nbconvert",
+    "jupyter-execute",
+    "jupyter_execute",
+    "nbmake",
+    "pytest",
+    "eagle3_forensics",
+    "eagle3-forensics",
+)
+STATIC_NOTE = "static view: open the notebook in JupyterLab for the interactive explorer"
+MAX_ROWS = 400
+
+
+# -- which frontend ------------------------------------------------------------------------------
+
+
+def headless_executor(pid: int | None = None) -> str | None:
+    """The headless executor that started this kernel (from the parent's command line), or ``None``.
+
+    Best effort and Linux only (``/proc``): elsewhere it returns ``None``.
+    """
+    ppid = os.getppid() if pid is None else pid
+    try:
+        raw = Path(f"/proc/{ppid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    cmdline = raw.replace(b"\0", b" ").decode("utf-8", "replace").lower()
+    for name in HEADLESS_EXECUTORS:
+        if name in cmdline:
+            return name
+    return None
+
+
+def interactive_frontend() -> bool:
+    """Whether widgets can be shown: an IPython kernel with a live frontend and ipywidgets installed.
+
+    ``$E3F_INTERACTIVE`` forces the answer (``0``/``false`` or ``1``/``true``); the report runner
+    sets ``0``.
+    """
+    forced = os.environ.get(ENV_INTERACTIVE, "").strip().lower()
+    if forced in ("0", "false", "no", "off"):
+        return False
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    if ip is None or getattr(ip, "kernel", None) is None:  # plain python, terminal IPython
+        return False
+    if forced not in ("1", "true", "yes", "on") and headless_executor() is not None:
+        return False
+    return importlib.util.find_spec("ipywidgets") is not None
+
+
+class Explorer:
+    """A display object: the live widget in JupyterLab, static escaped HTML everywhere else.
+
+    ``static()`` returns the HTML snapshot; ``build()`` returns the ipywidgets widget and is only
+    called in interactive mode (so headless runs create no widget, no comm and no widget state).
+    """
+
+    def __init__(
+        self, title: str, static: Callable[[], str], build: Callable[[], Any], interactive: bool | None = None
+    ) -> None:
+        self.title = title
+        self._static = static
+        self.interactive = interactive_frontend() if interactive is None else bool(interactive)
+        self.widget = build() if self.interactive else None
+
+    def static_html(self) -> str:
+        return f'<div class="e3f-explorer"><h4>{esc(self.title)}</h4>{self._static()}</div>'
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        if self.widget is None:
+            return {"text/html": self.static_html(), "text/plain": f"{self.title} (static view)"}
+        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
+        bundle["text/html"] = self.static_html()  # for viewers without a widget manager
+        return bundle
+
+
+def unavailable(title: str, reason: str) -> Explorer:
+    """An explorer that only says why it cannot be shown (the same in every mode)."""
+    return Explorer(
+        title, lambda: _note(f"not available: {' '.join(reason.split())}"), lambda: None, interactive=False
+    )
+
+
+def _note(text: str) -> str:
+    return f'<p class="e3f-note" style="color:#555;font-size:0.9em"><em>{esc(text)}</em></p>'
+
+
+def figure_html(fig: Any, alt: str = "figure") -> str:
+    """A matplotlib figure as an ``<img>`` with an inline PNG (works under the report's CSP)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
+
+
+# -- tensor / key browser ------------------------------------------------------------------------
+
+
+def tensor_key_table(
+    diagnosis: Diagnosis, inspection: Inspection, query: str = "", action: str | None = None
+) -> pd.DataFrame:
+    """One row per checkpoint tensor: name, shape, dtype, shard, and the action of every simulated
+    engine (``loaded``, ``renamed -> param``, ``dropped``, ...).
+
+    ``query`` keeps names containing it (case-insensitive); ``re:PATTERN`` is a regular
+    expression instead. ``action`` keeps tensors that at least one engine treats that way.
+    """
+    import pandas as pd
+
+    engines = list(diagnosis.loads)
+    fates: dict[str, dict[str, str]] = {e: {} for e in engines}
+    for e, load in diagnosis.loads.items():
+        for f in load.fates:
+            shown = f.action if not f.param or f.action == "loaded" else f"{f.action} → {f.param}"
+            fates[e][f.key] = shown if load.config_readable else f"{shown} (config unreadable)"
+    match = _matcher(query)
+    rows = []
+    for t in inspection.tensors:
+        if not match(t.name):
+            continue
+        acts = {e: fates[e].get(t.name, "") for e in engines}
+        if action and not any(a.split(" ")[0] == action for a in acts.values()):
+            continue
+        rows.append(
+            {
+                "name": visible(t.name),
+                "shape": str(list(t.shape)),
+                "dtype": visible(t.dtype),
+                "shard": visible(t.shard),
+                **{e: visible(a) for e, a in acts.items()},
+            }
+        )
+    return pd.DataFrame(rows, columns=["name", "shape", "dtype", "shard", *engines])
+
+
+def _matcher(query: str) -> Callable[[str], bool]:
+    q = (query or "").strip()
+    if not q:
+        return lambda _name: True
+    if q.startswith("re:"):
+        try:
+            pattern = re.compile(q[3:])
+        except re.error as exc:
+            raise ValueError(f"bad regular expression {q[3:]!r}: {exc}") from None
+        return lambda name: pattern.search(name) is not None
+    low = q.lower()
+    return lambda name: low in name.lower()
+
+
+def _tensor_html(diagnosis: Diagnosis, inspection: Inspection, query: str, action: str | None) -> str:
+    try:
+        df = tensor_key_table(diagnosis, inspection, query, action)
+    except ValueError as exc:
+        return f'<p style="color:#c62828">{esc(exc)}</p>'
+    total = len(inspection.tensors)
+    head = (
+        f"<p>{len(df)} of {total} tensors"
+        + (f" matching <code>{esc(query)}</code>" if query else "")
+        + (f" that an engine treats as <code>{esc(action)}</code>" if action else "")
+        + "</p>"
+    )
+    if df.empty:
+        return head
+    shown = df.head(MAX_ROWS)
+    more = _note(f"first {MAX_ROWS} rows shown") if len(df) > MAX_ROWS else ""
+    return head + table_html(shown) + more
+
+
+def tensor_browser(
+    checkpoint: str | Path | Diagnosis,
+    target: str | Path | None = None,
+    *,
+    query: str = "",
+    action: str | None = None,
+    inspection: Inspection | None = None,
+    interactive: bool | None = None,
+) -> Explorer:
+    """Browse the checkpoint's tensors and each engine's action on them, with a name filter.
+
+    ``checkpoint`` is a drafter directory or an existing :class:`Diagnosis` (then pass its
+    ``inspection`` too, or it is read again from ``diagnosis.checkpoint``).
+    """
+    from eagle3_forensics.checks.diagnose import Diagnosis, diagnose, inspect_checkpoint
+    from eagle3_forensics.engines.simulate import ACTIONS
+
+    d = checkpoint if isinstance(checkpoint, Diagnosis) else diagnose(checkpoint, target=target)
+    if d.unusable:
+        return unavailable("Tensor / key browser", d.findings[0].message if d.findings else "unreadable")
+    ins = inspection if inspection is not None else inspect_checkpoint(d.checkpoint)
+
+    def static() -> str:
+        return _tensor_html(d, ins, query, action) + _note(STATIC_NOTE)
+
+    def build() -> Any:
+        import ipywidgets as w
+        from IPython.display import HTML, display
+
+        text = w.Text(
+            value=query,
+            placeholder="filter names (substring, or re:PATTERN)",
+            description="filter",
+            continuous_update=True,
+            layout=w.Layout(width="28em"),
+        )
+        act = w.Dropdown(
+            options=[("any action", "")] + [(a, a) for a in ACTIONS], value=action or "", description="action"
+        )
+        out = w.Output()
+
+        def refresh(_change: Any = None) -> None:
+            out.clear_output(wait=True)
+            with out:
+                display(HTML(_tensor_html(d, ins, text.value, act.value or None)))
+
+        text.observe(refresh, names="value")
+        act.observe(refresh, names="value")
+        refresh()
+        return w.VBox([w.HBox([text, act]), out])
+
+    return Explorer("Tensor / key browser", static, build, interactive)
+
+
+# -- draft <-> target token lookup ---------------------------------------------------------------
+
+
+@dataclass
+class EngineMap:
+    """How one engine turns draft ids into target ids (``targets[i]``), or why it cannot."""
+
+    engine: str
+    targets: np.ndarray | None
+    how: str
+
+
+@dataclass
+class TokenLookup:
+    """Everything needed to answer "what happens to this token" for one drafter."""
+
+    mapping: LoadedMapping
+    selected: np.ndarray | None  # target id of each draft id, as the map intends (nonzero(t2d))
+    selected_source: str
+    tokens: TokenTable | None
+    counts: np.ndarray | None  # counted corpus occurrences per target id
+    engines: list[EngineMap] = field(default_factory=list)
+    tokenizer: Any = None
+
+    @property
+    def coverage(self) -> float | None:
+        """Share of counted corpus tokens inside the draft vocabulary."""
+        if self.counts is None or self.selected is None or not self.counts.sum():
+            return None
+        sel = self.selected[self.selected < self.counts.shape[0]]
+        return float(self.counts[sel].sum() / self.counts.sum())
+
+    def draft_id(self, target_id: int) -> int | None:
+        if self.selected is None:
+            return None
+        pos = int(np.searchsorted(self.selected, target_id))
+        return pos if pos < self.selected.shape[0] and int(self.selected[pos]) == target_id else None
+
+    def resolve(self, query: str | int) -> list[tuple[int, int | None]]:
+        """Target ids (with the draft id when the query named one) for a token string or id.
+
+        ``123`` (int or digits) is a target id; ``d:12`` / ``draft:12`` a draft id; any other
+        string is matched against the vocabulary strings and decoded texts, then tokenised.
+        """
+        if isinstance(query, (int, np.integer)) and not isinstance(query, bool):
+            return [(int(query), None)]
+        q = str(query)
+        m = re.fullmatch(r"\s*(?:d|draft)\s*:\s*(\d+)\s*", q)
+        if m:
+            i = int(m.group(1))
+            if self.selected is None or i >= self.selected.shape[0]:
+                raise ValueError(f"draft id {i} is outside the draft vocabulary")
+            return [(int(self.selected[i]), i)]
+        if re.fullmatch(r"\s*\d+\s*", q):
+            return [(int(q), None)]
+        if self.tokens is not None:
+            exact = [i for i, t in enumerate(self.tokens.tokens) if t == q]
+            exact = exact or [i for i, t in enumerate(self.tokens.texts) if t == q]
+            if exact:
+                return [(i, None) for i in exact]
+        if self.tokenizer is not None:
+            return [(int(i), None) for i in self.tokenizer.encode(q, add_special_tokens=False).ids]
+        return []
+
+    def rows(self, queries: Sequence[str | int]) -> list[dict[str, Any]]:
+        out = []
+        for q in queries:
+            try:
+                found = self.resolve(q)
+            except ValueError as exc:
+                out.append({"query": visible(repr(q)), "target id": None, "note": visible(exc)})
+                continue
+            if not found:
+                out.append({"query": visible(repr(q)), "target id": None, "note": "no such token"})
+            for t, d in found:
+                out.append(self.row(t, query=q, draft=d))
+        return out
+
+    def row(self, target_id: int, query: str | int | None = None, draft: int | None = None) -> dict[str, Any]:
+        t = int(target_id)
+        i = draft if draft is not None else self.draft_id(t)
+        row: dict[str, Any] = {"query": visible(repr(query if query is not None else t)), "target id": t}
+        if self.tokens is not None:
+            tok = self.tokens.token(t)
+            row["token"] = visible(repr(tok)) if tok is not None else "(beyond the tokenizer)"
+            row["text"] = visible(repr(self.tokens.text(t)))
+            row["class"] = self.tokens.class_of(t)
+        if self.counts is not None:
+            total = int(self.counts.sum())
+            n = int(self.counts[t]) if 0 <= t < self.counts.shape[0] else 0
+            row["corpus count"] = n
+            row["corpus share"] = round(n / total, 6) if total else None
+        row["draft id"] = "—" if i is None else i
+        d2t = self.mapping.d2t
+        if i is not None and d2t is not None and i < int(d2t.numel()):
+            row["stored d2t[i]"] = int(d2t.reshape(-1)[i])
+            row["offset needed"] = t - i
+        else:
+            row["stored d2t[i]"] = "—"
+            row["offset needed"] = "—" if i is None else t - i
+        for em in self.engines:
+            row[em.engine] = self._engine_cell(em, t, i)
+        row["note"] = "not in the draft vocabulary: no engine can propose it" if i is None else ""
+        return row
+
+    def _engine_cell(self, em: EngineMap, t: int, i: int | None) -> str:
+        if em.targets is None:
+            return "refuses to load"  # the reason is in the summary line
+        if i is not None and i < em.targets.shape[0]:
+            got = int(em.targets[i])
+            if got == t:
+                return f"draft {i} → {got} ✓"
+            return f"draft {i} → {got}{self._tok(got)} ✗"
+        wrong = np.flatnonzero(em.targets == t)
+        if wrong.size:
+            return (
+                f"proposed by draft {int(wrong[0])}"
+                + (f" (+{wrong.size - 1})" if wrong.size > 1 else "")
+                + " ✗"
+            )
+        return "never proposed"
+
+    def _tok(self, t: int) -> str:
+        if self.tokens is None:
+            return ""
+        return f" {visible(repr(self.tokens.text(t)))}"
+
+    def table(self, queries: Sequence[str | int]) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame(self.rows(queries))
+
+    def most_frequent(self, n: int = 8) -> list[int]:
+        """The ``n`` most frequent corpus target ids (without a corpus: the first ``n`` draft ids' targets)."""
+        if self.counts is not None and self.counts.sum():
+            order = np.argsort(-self.counts, kind="stable")[:n]
+            return [int(i) for i in order if self.counts[i] > 0]
+        if self.selected is not None:
+            return [int(t) for t in self.selected[:n]]
+        return list(range(n))
+
+    def summary_html(self) -> str:
+        m = self.mapping
+        parts = [
+            f"target vocabulary {esc(m.target_vocab_size)}, draft vocabulary {esc(m.draft_vocab_size)}",
+            f"draft→target from {esc(self.selected_source)}",
+        ]
+        cov = self.coverage
+        if cov is not None:
+            parts.append(f"corpus coverage of the draft vocabulary {cov:.1%}")
+        engines = "; ".join(f"<b>{esc(e.engine)}</b>: {esc(e.how)}" for e in self.engines)
+        return f"<p>{' · '.join(parts)}</p>" + (f"<p>{engines}</p>" if engines else "")
+
+
+def engine_maps(diagnosis: Diagnosis, d2t: Any | None, draft_vocab_size: int | None) -> list[EngineMap]:
+    """Per simulated engine, the draft→target map it would build from this checkpoint."""
+    from eagle3_forensics.engines import ENGINES
+    from eagle3_forensics.reference.drafter import canonical_name
+
+    out = []
+    v = draft_vocab_size if draft_vocab_size is not None else (None if d2t is None else int(d2t.numel()))
+    stored = None if d2t is None else np.asarray(d2t.reshape(-1).to("cpu").numpy(), dtype=np.int64)
+    for name, load in diagnosis.loads.items():
+        rules = ENGINES.get(name)
+        if not load.config_readable:
+            out.append(EngineMap(name, None, f"refuses the config ({load.config_problem or 'unreadable'})"))
+            continue
+        rejected = load.keys_with("rejected")
+        if rejected:
+            out.append(EngineMap(name, None, f"refuses to load (rejects {rejected[0]!r})"))
+            continue
+        used = any(
+            canonical_name(f.key) == "d2t" and f.action in ("loaded", "renamed", "fused", "consumed")
+            for f in load.fates
+        )
+        if used and stored is not None:
+            absolute = rules is not None and rules.d2t_encoding == "absolute"
+            targets = stored.copy() if absolute else stored + np.arange(stored.shape[0], dtype=np.int64)
+            out.append(
+                EngineMap(name, targets, "reads d2t as " + ("absolute ids" if absolute else "offsets"))
+            )
+        elif v is not None:
+            why = rules.missing_d2t if rules is not None else "identity"
+            out.append(EngineMap(name, np.arange(v, dtype=np.int64), f"no d2t used: {why}"))
+        else:
+            out.append(EngineMap(name, None, "draft vocabulary size unknown"))
+    return out
+
+
+def token_lookup_data(
+    checkpoint: str | Path,
+    target: str | Path | None = None,
+    *,
+    ids: str | Path | None = None,
+    corpus: str | Path | None = None,
+    diagnosis: Diagnosis | None = None,
+) -> TokenLookup:
+    """Build a :class:`TokenLookup` for a drafter (or a map file) and its target."""
+    from eagle3_forensics.checks.diagnose import diagnose
+    from eagle3_forensics.vocab.coverage import corpus_counts, token_table
+    from eagle3_forensics.vocab.inputs import load_mapping, load_tokenizer
+
+    m = load_mapping(checkpoint, target)
+    try:
+        sel, source = m.selected()
+        sel = np.asarray(sel, dtype=np.int64)
+    except ValueError as exc:
+        sel, source = None, f"unknown ({exc})"
+    tokens = tokenizer = None
+    if target is not None and (Path(target) / "tokenizer.json").is_file():
+        tokens = token_table(target, m.target_vocab_size)
+        try:
+            tokenizer = load_tokenizer(target)
+        except (UnusableInputError, ImportError):
+            tokenizer = None
+    counts = None
+    if (ids is not None or corpus is not None) and m.target_vocab_size is not None:
+        counts = corpus_counts(
+            ids=ids, corpus=corpus, tokenizer=target, target_vocab_size=m.target_vocab_size, progress=False
+        ).counts
+    engines: list[EngineMap] = []
+    if Path(checkpoint).is_dir() and (Path(checkpoint) / "config.json").is_file():
+        d = diagnosis if diagnosis is not None else diagnose(checkpoint, target=target)
+        engines = engine_maps(d, m.d2t, m.draft_vocab_size)
+    return TokenLookup(m, sel, source, tokens, counts, engines, tokenizer)
+
+
+def _lookup_html(data: TokenLookup, queries: Sequence[str | int]) -> str:
+    return data.summary_html() + table_html(data.table(queries))
+
+
+def token_lookup(
+    checkpoint: str | Path | TokenLookup,
+    target: str | Path | None = None,
+    *,
+    queries: Sequence[str | int] | None = None,
+    ids: str | Path | None = None,
+    corpus: str | Path | None = None,
+    diagnosis: Diagnosis | None = None,
+    interactive: bool | None = None,
+) -> Explorer:
+    """Draft↔target token lookup. Static view: ``queries`` (default: the most frequent corpus tokens)."""
+    if isinstance(checkpoint, TokenLookup):
+        data = checkpoint
+    else:
+        try:
+            data = token_lookup_data(checkpoint, target, ids=ids, corpus=corpus, diagnosis=diagnosis)
+        except UnusableInputError as exc:
+            return unavailable("Draft ↔ target token lookup", str(exc))
+    initial: list[str | int] = list(queries) if queries else list(data.most_frequent(8))
+
+    def static() -> str:
+        return _lookup_html(data, initial) + _note(STATIC_NOTE)
+
+    def build() -> Any:
+        import ipywidgets as w
+        from IPython.display import HTML, display
+
+        text = w.Text(
+            value="",
+            placeholder="token string, target id, or d:<draft id>",
+            description="token",
+            continuous_update=False,
+            layout=w.Layout(width="28em"),
+        )
+        out = w.Output()
+
+        def refresh(_change: Any = None) -> None:
+            out.clear_output(wait=True)
+            q = text.value
+            with out:
+                display(HTML(_lookup_html(data, [q] if q else initial)))
+
+        text.observe(refresh, names="value")
+        refresh()
+        return w.VBox([text, out])
+
+    return Explorer("Draft ↔ target token lookup", static, build, interactive)
+
+
+# -- probe controls ------------------------------------------------------------------------------
+
+
+def probe_html(result: ProbeResult) -> str:
+    """A probe result as static HTML: headline table, per-position table and figure."""
+    from eagle3_forensics.probe.core import per_position_figure, per_position_table, summary_table
+
+    fig = per_position_figure(result)
+    return (
+        table_html(summary_table(result))
+        + table_html(per_position_table(result))
+        + figure_html(fig, "per-position acceptance")
+    )
+
+
+def probe_controls(
+    checkpoint: str | Path,
+    target: str | Path | None,
+    prompts: str | Path | None,
+    *,
+    result: ProbeResult | None = None,
+    k: int = 3,
+    max_new_tokens: int = 32,
+    max_prompts: int = 4,
+    engine: str = "reference",
+    device: str = "auto",
+    interactive: bool | None = None,
+) -> Explorer:
+    """Controls to re-run the live probe (K, new tokens, prompts, engine view, device).
+
+    The static view shows ``result`` (the run already made with the notebook's parameters).
+    """
+
+    def static() -> str:
+        import pandas as pd
+
+        controls = pd.DataFrame(
+            [
+                ("K (draft tokens per cycle)", k),
+                ("new tokens per prompt", max_new_tokens),
+                ("prompts (the first n)", max_prompts),
+                ("engine view", engine),
+                ("device", device),
+                ("prompts file", visible(prompts)),
+            ],
+            columns=["control", "value"],
+        )
+        if result is None:
+            why = "no target or prompts given" if target is None or prompts is None else "not run"
+            last = _note(f"probe {why}")
+        else:
+            per_pos = " / ".join(f"{x:.3f}" for x in result.per_position_cumulative)
+            last = (
+                f"<p>With these values: acceptance length <b>{result.acceptance_length:.3f}</b>, per-position "
+                f"acceptance (cumulative) {esc(per_pos)}, lossless {esc(result.lossless)} "
+                f"({result.prompts} prompts, {esc(result.device)}).</p>"
+            )
+        return table_html(controls) + last + _note(STATIC_NOTE)
+
+    def build() -> Any:
+        import ipywidgets as w
+        from IPython.display import HTML, display
+
+        from eagle3_forensics.reference.drafter import VIEW_NAMES
+
+        kk = w.IntSlider(value=k, min=1, max=8, description="K")
+        tokens = w.IntSlider(value=max_new_tokens, min=8, max=256, step=8, description="new tokens")
+        n = w.IntSlider(value=max_prompts, min=1, max=64, description="prompts")
+        view = w.Dropdown(options=list(VIEW_NAMES), value=engine, description="engine view")
+        dev = w.Dropdown(options=["auto", "cpu", "cuda"], value=device, description="device")
+        run = w.Button(description="Run probe", button_style="primary")
+        out = w.Output()
+        if result is not None:
+            with out:
+                display(HTML(probe_html(result)))
+
+        def go(_button: Any) -> None:
+            from eagle3_forensics.probe.core import probe, read_prompts
+
+            out.clear_output(wait=True)
+            with out:
+                if target is None or prompts is None:
+                    display(HTML(_note("the probe needs a target and prompts")))
+                    return
+                display(HTML(_note("running…")))
+                r = probe(
+                    checkpoint,
+                    target,
+                    read_prompts(prompts)[: n.value],
+                    k=kk.value,
+                    max_new_tokens=tokens.value,
+                    device=dev.value,
+                    engine=view.value,
+                    teacher_forced=False,
+                    sweep=False,
+                )
+                out.clear_output(wait=True)
+                display(HTML(probe_html(r)))
+
+        run.on_click(go)
+        return w.VBox([w.HBox([kk, tokens, n]), w.HBox([view, dev, run]), out])
+
+    return Explorer("Probe controls", static, build, interactive)

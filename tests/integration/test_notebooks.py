@@ -1,0 +1,292 @@
+"""Notebooks: hygiene of the committed files, papermill runs, the demo report, HTML escaping."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+papermill = pytest.importorskip("papermill")
+pytest.importorskip("nbconvert")
+pytest.importorskip("pandas")
+
+from eagle3_forensics.checks.diagnose import diagnose, inspect_checkpoint  # noqa: E402
+from eagle3_forensics.demo import world as demo  # noqa: E402
+from eagle3_forensics.runs.record import ENV_VAR, read_records, record  # noqa: E402
+from eagle3_forensics.runs.runner import build_demo_report  # noqa: E402
+from eagle3_forensics.views.html import (  # noqa: E402
+    findings_html,
+    findings_table,
+    key_fate_table,
+    key_fates_html,
+    load_table,
+    table_html,
+    tensor_table,
+    verdict_html,
+)
+
+pytestmark = pytest.mark.notebooks
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK_DIR = ROOT / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+DEMO = ROOT / "data" / "demo"
+NB01 = NOTEBOOK_DIR / "01_checkpoint_keys.ipynb"
+PAYLOAD = "<img src=x onerror=alert(1)>"
+DIR_PAYLOAD = "<svg onload=alert(2)>"  # no '/', so it can be a directory name
+DISPLAY_NAMES = {"display", "HTML", "print"}
+
+
+def _ids(paths: list[Path]) -> list[str]:
+    return [p.name for p in paths]
+
+
+def _tags(cell: dict) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def _code(cell: dict) -> str:
+    # IPython magics and shell escapes are not Python; they hold no logic either way
+    return "\n".join(
+        "" if line.lstrip().startswith(("%", "!")) else line for line in cell["source"].splitlines()
+    )
+
+
+# -- hygiene -------------------------------------------------------------------------------------
+
+
+def test_notebooks_exist() -> None:
+    assert NB01 in NOTEBOOKS
+
+
+def test_generator_is_up_to_date() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "make_notebooks.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_hygiene(path: Path) -> None:
+    assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name), "name notebooks NN_topic.ipynb"
+    nb = nbformat.read(str(path), as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert "papermill" not in nb.metadata, "an executed papermill output was committed"
+    for cell in nb.cells:
+        tags = _tags(cell)
+        assert "injected-parameters" not in tags and "papermill-error-cell-tag" not in tags
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"outputs committed in cell {cell.id}"
+            assert cell.execution_count is None, f"execution count committed in cell {cell.id}"
+    params = [c for c in nb.cells if "parameters" in _tags(c)]
+    assert len(params) == 1, "exactly one cell tagged 'parameters'"
+    assert params[0].cell_type == "code"
+    for node in ast.parse(params[0].source).body:  # plain literals only (papermill appends overrides)
+        assert isinstance(node, ast.Assign | ast.AnnAssign), ast.dump(node)
+        assert node.value is not None
+        ast.literal_eval(node.value)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_code_cells_hold_no_logic(path: Path) -> None:
+    nb = nbformat.read(str(path), as_version=4)
+    code_cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" not in _tags(c)]
+    trees = [ast.parse(_code(c)) for c in code_cells]
+    package_names: set[str] = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("eagle3_forensics"):
+                package_names |= {a.asname or a.name for a in node.names}
+            elif isinstance(node, ast.Import):
+                package_names |= {
+                    (a.asname or a.name).split(".")[0]
+                    for a in node.names
+                    if a.name.startswith("eagle3_forensics")
+                }
+    allowed = package_names | DISPLAY_NAMES
+    for cell, tree in zip(code_cells, trees, strict=True):
+        for node in ast.walk(tree):
+            assert not isinstance(
+                node,
+                ast.FunctionDef
+                | ast.AsyncFunctionDef
+                | ast.ClassDef
+                | ast.Lambda
+                | ast.For
+                | ast.AsyncFor
+                | ast.While,
+            ), f"cell {cell.id} defines logic ({type(node).__name__}); move it into eagle3_forensics"
+        imports = any(isinstance(n, ast.Import | ast.ImportFrom) for n in tree.body)
+        called = {
+            n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        }
+        assert imports or called & allowed, f"cell {cell.id} neither calls eagle3_forensics nor displays"
+
+
+# -- record --------------------------------------------------------------------------------------
+
+
+def test_record_is_a_noop_when_unset(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.chdir(tmp_path)
+    record("verdict", "healthy")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_record_appends_and_validates(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "run.json"
+    monkeypatch.setenv(ENV_VAR, str(path))
+    record("verdict", "broken")
+    record("counts", {"error": 1, "warning": 0, "info": 2})
+    record("verdict", "healthy")
+    assert read_records(path) == {"verdict": "healthy", "counts": {"error": 1, "warning": 0, "info": 2}}
+    with pytest.raises(TypeError):
+        record("bad", object())
+
+
+# -- papermill -----------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(180)
+def test_notebook_01_runs_on_healthy_drafter(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    sidecar = tmp_path / "record.json"
+    monkeypatch.setenv(ENV_VAR, str(sidecar))
+    monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    out = tmp_path / "01.ipynb"
+    # a path relative to the notebook folder: works because the kernel runs with cwd=notebooks/
+    params = {"checkpoint": "../data/demo/drafters/healthy", "engine": "all"}
+    papermill.execute_notebook(
+        str(NB01),
+        str(out),
+        parameters=params,
+        cwd=str(NOTEBOOK_DIR),
+        kernel_name="python3",
+        execution_timeout=120,
+        progress_bar=False,
+    )
+    executed = nbformat.read(str(out), as_version=4)
+    assert executed.metadata["papermill"]["parameters"]["checkpoint"] == params["checkpoint"]
+    assert executed.metadata["papermill"]["exception"] in (None, False)
+    rec = read_records(sidecar)
+    assert rec["verdict"] == "healthy"
+    assert rec["counts"]["error"] == 0
+    assert isinstance(rec["codes"], list)
+
+
+@pytest.fixture(scope="module")
+def demo_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path]:
+    base = tmp_path_factory.mktemp("report")
+    cwd = os.getcwd()
+    os.chdir(base)  # a relative out dir, as `make report` passes, must not land in notebooks/
+    try:
+        rc = build_demo_report("out", demo_dir=DEMO, timeout=120)
+    finally:
+        os.chdir(cwd)
+    assert not (NOTEBOOK_DIR / "out").exists()
+    return rc, base / "out"
+
+
+@pytest.mark.timeout(600)
+def test_build_demo_report(demo_report: tuple[int, Path]) -> None:
+    rc, out = demo_report
+    assert rc == 0
+    assert (out / "index.html").is_file()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["schema"] == "eagle3-forensics/run-summary/1"
+    runs = summary["runs"]
+    assert {r["drafter"] for r in runs} == set(demo.VARIANTS)
+    assert len(runs) == len(demo.VARIANTS)
+    for run in runs:
+        assert run["status"] == "ok", run
+        assert run["notebook"] == "01_checkpoint_keys"
+        assert run["error"] is None
+        assert set(run["counts"]) == {"error", "warning", "info"}
+        assert Path(run["parameters"]["checkpoint"]).is_absolute()
+        assert (out / run["html"]).is_file()
+        expected = demo.EXPECTED_FINDINGS[run["drafter"]]
+        assert set(expected) <= set(run["codes"]), run
+        assert {f["code"] for f in run["findings"]} == set(run["codes"])  # with severities, for the gate
+        assert run["verdict"] == ("healthy" if not expected else "broken"), run
+    index = (out / "index.html").read_text()
+    for variant in demo.VARIANTS:
+        assert f"{variant}__01_checkpoint_keys.html" in index
+
+
+@pytest.mark.timeout(600)
+def test_rendered_report_hides_code_and_loads_nothing_remote(demo_report: tuple[int, Path]) -> None:
+    _, out = demo_report
+    page = (out / "healthy__01_checkpoint_keys.html").read_text()
+    assert "Content-Security-Policy" in page
+    assert "<script" not in page
+    assert "from eagle3_forensics" not in page  # code cells hidden
+    assert "HEALTHY" in page  # the verdict output is there
+
+
+# -- HTML escaping -------------------------------------------------------------------------------
+
+
+def _evil_drafter(root: Path) -> Path:
+    from safetensors.torch import load_file, save_file
+
+    src = DEMO / "drafters" / "healthy"
+    dst = root / DIR_PAYLOAD
+    dst.mkdir(parents=True)
+    shutil.copy(src / "config.json", dst / "config.json")
+    tensors = load_file(str(src / "model.safetensors"))
+    tensors[PAYLOAD] = tensors["t2d"].clone()
+    save_file(tensors, str(dst / "model.safetensors"))
+    return dst
+
+
+def test_display_escapes_tensor_names(tmp_path: Path) -> None:
+    path = _evil_drafter(tmp_path)
+    d = diagnose(path, target=DEMO / "target")
+    ins = inspect_checkpoint(path)
+    assert PAYLOAD in {t.name for t in ins.tensors}
+    pages = {
+        "verdict": verdict_html(d),
+        "findings": findings_html(d),
+        "key fates": key_fates_html(d, "all"),
+        "tensors": table_html(tensor_table(ins)),
+        "load": table_html(load_table(d)),
+        "findings table": table_html(findings_table(d)),
+        **{f"key fates {e}": table_html(key_fate_table(d, e)) for e in d.loads},
+    }
+    for what, page in pages.items():
+        for raw in (PAYLOAD, DIR_PAYLOAD, "<img", "<svg"):
+            assert raw not in page, f"{what}: unescaped {raw!r}"
+    assert "&lt;img src=x onerror=alert(1)&gt;" in pages["key fates"]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in pages["tensors"]
+    assert "&lt;svg onload=alert(2)&gt;" in pages["verdict"]
+
+
+@pytest.mark.timeout(300)
+def test_report_escapes_and_continues_past_failures(tmp_path: Path) -> None:
+    demo_dir = tmp_path / "demo"
+    _evil_drafter(demo_dir / "drafters")
+    (demo_dir / "drafters" / "empty").mkdir()  # unreadable: the notebook fails
+    (demo_dir / "target").symlink_to(DEMO / "target", target_is_directory=True)
+    out = tmp_path / "out"
+    assert build_demo_report(out, demo_dir=demo_dir, timeout=120) == 1
+    runs = {r["drafter"]: r for r in json.loads((out / "summary.json").read_text())["runs"]}
+    assert runs[DIR_PAYLOAD]["status"] == "ok"
+    failed = runs["empty"]
+    assert failed["status"] == "failed"
+    assert failed["error"] and "\n" not in failed["error"]
+    assert (out / "empty__01_checkpoint_keys.html").is_file()  # failed runs are rendered too
+    for page in [out / "index.html", *out.glob("*.html")]:
+        text = page.read_text()
+        for raw in (PAYLOAD, DIR_PAYLOAD):
+            assert raw not in text, f"{page.name}: unescaped {raw!r}"
