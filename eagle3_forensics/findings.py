@@ -25,8 +25,9 @@ class Severity(StrEnum):
         return {"error": 0, "warning": 1, "info": 2}[self.value]
 
 
-# code -> one-line summary. The order is the order of docs/findings.md.
-CATALOGUE: dict[str, str] = {
+# code -> one-line summary. The order of both tables is the order of docs/findings.md.
+# The static checks (eagle3_forensics/checks/; docs/architecture.md maps each prefix to its module).
+CHECK_CATALOGUE: dict[str, str] = {
     "CHECKPOINT_UNREADABLE": "The checkpoint or its config cannot be read at all.",
     "NOT_EAGLE3": "The files do not describe an EAGLE-3 drafter.",
     "CONFIG_UNREADABLE_BY_ENGINE": "The engine cannot parse or accept this config layout.",
@@ -59,18 +60,29 @@ CATALOGUE: dict[str, str] = {
     "DTYPE_MISMATCH": "Tensor dtypes disagree with each other or with the config.",
 }
 
+# The live-server probe (eagle3_forensics/probe/server/): faults, launch settings, counters, the engine gap.
+SERVER_CATALOGUE: dict[str, str] = {
+    "SERVER_UNREACHABLE": "The server refused or dropped the connection (or the URL does not resolve).",
+    "SERVER_TIMEOUT": "The server did not answer within --timeout.",
+    "SERVER_HTTP_ERROR": "The server answered with an HTTP error status.",
+    "SERVER_BAD_RESPONSE": "The server's answer is not the JSON or Prometheus text the probe expects.",
+    "NO_SPEC_DECODING": "The server reports no speculative-decoding counters or fields.",
+    "COUNTERS_WENT_BACKWARDS": "A cumulative counter decreased (or the process start time changed): a restart.",
+    "NO_DRAFTS": "No verify step carried drafts during the probe.",
+    "COUNTERS_INCONSISTENT": "The counters disagree with each other or with the tokens the requests generated.",
+    "LAUNCH_NOT_EAGLE3": "The server's speculative method is not EAGLE-3.",
+    "LAUNCH_TREE_DRAFTING": "The server drafts a tree; rates and per-position figures are not chain figures.",
+    "LAUNCH_SETTINGS_DISAGREE": "Two things the server reports about its launch settings disagree.",
+    "LAUNCH_SETTINGS_UNKNOWN": "The server does not report (part of) its speculative launch settings.",
+    "DRAFTER_NOT_READABLE": "The drafter the server loaded is not readable here; its config was not checked.",
+    "AUX_LAYERS_DIFFER": "The engine reads other aux layers than the drafter was trained on.",
+    "DRAFTER_DIAGNOSED_BROKEN": "diagnose finds errors for this engine in the drafter the server serves.",
+    "COMPARE_SETTINGS_DIFFER": "The reference result was measured with other settings (K, prompts, tokens).",
+    "ENGINE_GAP": "The engine's acceptance length differs from the reference by more than the tolerance.",
+}
 
-# Codes of other result sources that share the Finding type (e.g. live-server probes); they are
-# documented with their source, not in docs/findings.md, and sort after the static catalogue.
-_EXTRA_CODES: dict[str, str] = {}
-
-
-def register_codes(codes: dict[str, str]) -> None:
-    """Let another module (e.g. ``server_probe``) emit Findings with its own codes."""
-    clash = set(codes) & set(CATALOGUE)
-    if clash:
-        raise ValueError(f"codes already in the static catalogue: {sorted(clash)}")
-    _EXTRA_CODES.update(codes)
+# Every code, static: a Finding with any other code is a bug.
+CATALOGUE: dict[str, str] = {**CHECK_CATALOGUE, **SERVER_CATALOGUE}
 
 
 @dataclass(frozen=True)
@@ -90,7 +102,7 @@ class Finding:
     fix: str | None = None
 
     def __post_init__(self) -> None:
-        if self.code not in CATALOGUE and self.code not in _EXTRA_CODES:
+        if self.code not in CATALOGUE:
             raise ValueError(f"unknown finding code {self.code!r}")
         if not isinstance(self.severity, Severity):
             object.__setattr__(self, "severity", Severity(self.severity))

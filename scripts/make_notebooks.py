@@ -190,11 +190,11 @@ from eagle3_forensics.views.html import (
     format_html,
     key_fates_html,
     load_table,
-    repair_table,
     show_table,
     tensor_table,
     verdict_html,
 )
+from eagle3_forensics.views.repair import repair_table
 from eagle3_forensics.runs.record import finding_records, record
 """),
         md("## Verdict"),
@@ -289,7 +289,8 @@ tie_break = "id"  # "id" (speculators), "first_seen" (EAGLE) or "first_row" (Spe
         code("""
 %matplotlib inline
 from eagle3_forensics.vocab.coverage import token_table
-from eagle3_forensics.views.html import repair_table, show_table
+from eagle3_forensics.views.html import show_table
+from eagle3_forensics.views.repair import repair_table
 from eagle3_forensics.views.plots import plot_d2t_staircase, plot_offset_histogram, plot_selected_density
 from eagle3_forensics.runs.record import record
 from eagle3_forensics.vocab.mapping import classify_mapping, compare_mappings, suggest_d2t_fix
@@ -559,22 +560,22 @@ server_engine = "vllm"  # "vllm" or "sglang": the engine behind server_url
         ),
         code("""
 %matplotlib inline
+from eagle3_forensics.probe.core import compare_variants, probe
+from eagle3_forensics.probe.server.core import server_vs_reference
+from eagle3_forensics.runs.record import record
 from eagle3_forensics.views.html import show_table
-from eagle3_forensics.probe.core import (
+from eagle3_forensics.views.probe import (
     aux_sweep_table,
-    compare_variants,
     lossless_text,
     per_position_figure,
     per_position_table,
-    probe,
     summary_table,
     sweep_verdict,
-    table_records,
     variants_figure,
+    variants_table,
     view_table,
 )
-from eagle3_forensics.runs.record import record
-from eagle3_forensics.probe.server import engine_gap_figure, engine_gap_table, render_server_probe, server_vs_reference
+from eagle3_forensics.views.server import engine_gap_figure, engine_gap_table, render_server_probe
 """),
         md("## Acceptance and speed"),
         code("""
@@ -611,10 +612,10 @@ Every drafter under `variants`, probed under each view in `engines` on the first
 engine that would refuse a drafter at load shows the reason instead of numbers.
 """),
         code("""
-table = compare_variants(variants, target, prompts, engines=engines, k=k, device=device) if variants else None
-show_table(table) if table is not None else print("comparison skipped (variants is None)")
+rows = compare_variants(variants, target, prompts, engines=engines, k=k, device=device) if variants else None
+show_table(variants_table(rows)) if rows is not None else print("comparison skipped (variants is None)")
 """),
-        code("variants_figure(table) if table is not None else None"),
+        code("variants_figure(rows) if rows is not None else None"),
         md("""
 ## Live server: engine vs reference per position
 
@@ -637,7 +638,7 @@ print(render_server_probe(sr) if sr is not None else "server section skipped (se
         ),
         code("""
 record("probe", r.to_dict())
-record("variants", table_records(table) if table is not None else None)
+record("variants", rows)
 record("server", sr.to_dict() if sr is not None else None)
 """),
     ]

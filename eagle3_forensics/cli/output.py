@@ -73,4 +73,9 @@ def emit_json(
     sys.stdout.write(json.dumps(strict(obj), indent=2, default=str, allow_nan=False) + "\n")
 
 
-__all__ = ["SCHEMA_PREFIX", "emit_json", "envelope", "error_object", "schema_name", "strict"]
+def print_json(obj: object) -> None:
+    """Print ``obj`` as indented JSON (the commands that do not use the envelope yet)."""
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+__all__ = ["SCHEMA_PREFIX", "emit_json", "envelope", "error_object", "print_json", "schema_name", "strict"]

@@ -1,6 +1,6 @@
 """``eagle3-forensics vocab classify|build|compare|coverage``: the command bodies.
 
-:func:`eagle3_forensics.cli.main.cmd_vocab` dispatches here. Every command prints one JSON object with
+``add_parser`` registers the ``vocab`` command with :mod:`eagle3_forensics.cli.main`. Every command prints one JSON object with
 ``--json``, or a few readable lines. Exit codes: ``classify`` 0 when the map is consistent, 1
 when not; ``compare`` 0 when both maps select the same ids, 1 when they differ (like ``cmp``);
 ``build`` and ``coverage`` 0; 2 for unusable input (raised as ``UnusableInputError``/``ValueError``
@@ -10,17 +10,13 @@ and turned into one stderr line by ``cli.main``).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
+from eagle3_forensics.cli.output import print_json
 from eagle3_forensics.errors import EXIT_FINDINGS, EXIT_OK, UnusableInputError
-
-
-def _print_json(obj: object) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
 
 def _pct(x: float | None) -> str:
@@ -47,7 +43,7 @@ def classify(args: argparse.Namespace) -> int:
     if args.target is not None and m.source == "checkpoint":
         check = lm_head_row_check(args.path, args.target, required=False)
     if args.json:
-        _print_json(
+        print_json(
             {
                 "path": str(args.path),
                 "source": m.source,
@@ -120,7 +116,7 @@ def build(args: argparse.Namespace) -> int:
     summary = mapping.summary()
     out = save_mapping(mapping, args.out, {**summary, "source": Path(source).name})
     if args.json:
-        _print_json({"out": str(out), "source": source, **summary})
+        print_json({"out": str(out), "source": source, **summary})
     else:
         print(f"wrote {out}: d2t int64 [{mapping.draft_vocab_size}], t2d bool [{mapping.target_vocab_size}]")
         print(
@@ -149,7 +145,7 @@ def compare(args: argparse.Namespace) -> int:
         )
     cmp = compare_mappings(a, b, labels=(str(args.a), str(args.b)))
     if args.json:
-        _print_json(cmp.to_dict(limit=args.limit))
+        print_json(cmp.to_dict(limit=args.limit))
     else:
         d = cmp.to_dict(limit=args.limit)
         for side in ("a", "b"):
@@ -185,7 +181,7 @@ def coverage(args: argparse.Namespace) -> int:
         chat_template=args.chat_template,
     )
     if args.json:
-        _print_json(report.to_dict())
+        print_json(report.to_dict())
         return EXIT_OK
     print(f"{args.path}: v={report.draft_vocab_size} of V={report.target_vocab_size}")
     print(
@@ -274,3 +270,4 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     g.add_argument("--chat-template", help="Jinja chat template file, overriding the tokenizer's")
     g.add_argument("--top", type=int, default=20, help="most frequent uncovered tokens to list (default 20)")
     g.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    v.set_defaults(func=run)

@@ -1,4 +1,5 @@
-"""Accept-rate probes: the in-process reference probe and live servers."""
+"""Accept-rate probes: in process (``proposers``, ``decode``, ``teacher_forced``, ``core``) and against
+live servers (``server/``). Rendering lives in :mod:`eagle3_forensics.views.probe` and ``views.server``."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ _EXPORTS = {
     "probe": "core",
     "ProbeResult": "core",
     "read_prompts": "core",
-    "probe_server": "server",
-    "ServerProbeResult": "server",
+    "compare_variants": "core",
+    "TeacherForced": "teacher_forced",
+    "AuxSweep": "teacher_forced",
+    "CONVENTIONS": "teacher_forced",
+    "probe_server": "server.core",
+    "ServerProbeResult": "server.result",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from eagle3_forensics.findings import CATALOGUE, Finding
+from eagle3_forensics.findings import CATALOGUE, SERVER_CATALOGUE, Finding
 
 REPAIRABLE_ENGINES: tuple[str, ...] = ("sglang", "vllm")
 # The config layout written for each engine: SGLang gets the flat LlamaForCausalLMEagle3 config its
@@ -263,6 +263,14 @@ POLICY: dict[str, Policy] = {
     ),
     "WEIGHTS_LOOK_UNTRAINED": Policy(NOTHING, reason="a warning about training, not about the format"),
     "DTYPE_MISMATCH": Policy(NOTHING, reason="dtypes are kept as trained"),
+    # Live-server findings describe a server run (faults, launch flags, counters, the gap to a
+    # reference), never the drafter's files: repair never sees them and never acts on them.
+    **{
+        code: Policy(
+            NOTHING, reason="a live-server finding: it describes the server run, not the drafter's files"
+        )
+        for code in SERVER_CATALOGUE
+    },
 }
 assert set(POLICY) == set(CATALOGUE), "every finding code needs a repair policy"
 

@@ -324,12 +324,3 @@ def key_fates_html(diagnosis: Diagnosis, engine: str | None = "all") -> str:
         out.append(f'<p style="color:#555">engine rules revision: {esc(load.revision)}</p>')
         out.append(table_html(key_fate_table(diagnosis, name)))
     return "".join(out)
-
-
-def repair_table(src: str, target: str | None = None) -> pd.DataFrame:
-    """Each repairable engine: errors before, what repair did or why it refused, diagnose after."""
-    import pandas as pd
-
-    from eagle3_forensics.repair.core import repair_overview
-
-    return pd.DataFrame(repair_overview(src, target=target))

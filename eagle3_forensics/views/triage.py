@@ -199,6 +199,6 @@ def acceptance_figure(t: Triage) -> Any:
     """Per-position acceptance bars, or ``None`` when there is no probe."""
     if t.probe is None:
         return None
-    from eagle3_forensics.probe.core import per_position_figure
+    from eagle3_forensics.views.probe import per_position_figure
 
     return per_position_figure(t.probe)

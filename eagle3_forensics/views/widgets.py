@@ -560,7 +560,7 @@ def token_lookup(
 
 def probe_html(result: ProbeResult) -> str:
     """A probe result as static HTML: headline table, per-position table and figure."""
-    from eagle3_forensics.probe.core import per_position_figure, per_position_table, summary_table
+    from eagle3_forensics.views.probe import per_position_figure, per_position_table, summary_table
 
     fig = per_position_figure(result)
     return (

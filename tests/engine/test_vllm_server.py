@@ -24,10 +24,13 @@ pytest.importorskip("vllm", reason="needs the vLLM CPU engine: make test-engine 
 
 from eagle3_forensics.checks.diagnose import diagnose
 from eagle3_forensics.cli.main import main
-from eagle3_forensics.probe.core import GreedyRun, ProbeResult, probe, read_prompts
-from eagle3_forensics.probe.server import EXIT_SERVER, ServerProbeResult, probe_server
+from eagle3_forensics.errors import EXIT_SERVER
+from eagle3_forensics.probe.core import ProbeResult, probe, read_prompts
+from eagle3_forensics.probe.decode import GreedyRun
+from eagle3_forensics.probe.server.core import probe_server
+from eagle3_forensics.probe.server.result import ServerProbeResult
 from eagle3_forensics.reference.target import TargetModel
-from eagle3_forensics.repair.core import repair
+from eagle3_forensics.repair.execute import repair
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 

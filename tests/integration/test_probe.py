@@ -11,20 +11,18 @@ import pytest
 import torch
 
 from eagle3_forensics.cli.main import main
-from eagle3_forensics.probe.core import (
-    GreedyRun,
-    OracleProposer,
-    ProbeResult,
-    RandomProposer,
-    compare_variants,
+from eagle3_forensics.probe.core import ProbeResult, compare_variants, probe, read_prompts
+from eagle3_forensics.probe.decode import GreedyRun
+from eagle3_forensics.probe.proposers import OracleProposer, RandomProposer
+from eagle3_forensics.reference.target import TargetModel
+from eagle3_forensics.views.probe import (
     per_position_figure,
     per_position_table,
-    probe,
-    read_prompts,
     render_probe,
     summary_table,
+    variants_figure,
+    variants_table,
 )
-from eagle3_forensics.reference.target import TargetModel
 
 pytest.importorskip("transformers")
 
@@ -259,7 +257,7 @@ def test_display_helpers(healthy: ProbeResult, target: TargetModel, prompts: lis
     assert len(summary_table(healthy)) >= 8
     assert list(per_position_table(healthy)["position"]) == [0, 1, 2]
     assert per_position_figure(healthy) is not None
-    table = compare_variants(
+    rows = compare_variants(
         {"healthy": DRAFTERS / "healthy", "aux_shifted": DRAFTERS / "aux_shifted"},
         target,
         prompts[:2],
@@ -267,7 +265,10 @@ def test_display_helpers(healthy: ProbeResult, target: TargetModel, prompts: lis
         max_new_tokens=16,
         device="cpu",
     )
+    json.dumps(rows, allow_nan=False)  # the records are JSON as they are
+    table = variants_table(rows)
     assert len(table) == 4
+    assert variants_figure(rows) is not None
     refused = table[(table["drafter"] == "aux_shifted") & (table["engine"] == "eagle")]
     assert refused["acceptance length"].isna().all() and "refuse" in refused["note"].iloc[0]
 

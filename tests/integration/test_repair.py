@@ -22,14 +22,8 @@ from safetensors.torch import save_file
 from eagle3_forensics import cli
 from eagle3_forensics.checks.diagnose import diagnose
 from eagle3_forensics.findings import CATALOGUE, Finding, Severity
-from eagle3_forensics.repair.core import (
-    PAUSE_ENV,
-    RECORD_FILE,
-    RepairArgumentError,
-    repair,
-    repair_plan,
-    stale_temp_dirs,
-)
+from eagle3_forensics.repair.execute import PAUSE_ENV, repair, stale_temp_dirs
+from eagle3_forensics.repair.plan import RECORD_FILE, RepairArgumentError, repair_plan
 from eagle3_forensics.repair.policy import FIX, POLICY, STEP_KINDS
 from eagle3_forensics.vocab.inputs import load_token_ids
 
@@ -253,7 +247,7 @@ def test_sigkill_part_way_leaves_nothing_at_dst(tmp_path: Path) -> None:
 
 
 def test_unverified_repair_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import eagle3_forensics.repair.core as repair_mod
+    import eagle3_forensics.repair.execute as repair_mod
 
     src = build_drafter(tmp_path / "src", DrafterSpec(d2t="absolute"))
     real = repair_mod.diagnose

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_forensics.probe.core import probe, read_prompts
-from eagle3_forensics.repair.core import repair
+from eagle3_forensics.repair.execute import repair
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"

@@ -40,17 +40,15 @@ from urllib.parse import urlsplit
 import pytest
 
 from eagle3_forensics.cli.main import main
-from eagle3_forensics.probe.core import LiveRun, ProbeResult
-from eagle3_forensics.probe.server import (
-    EXIT_SERVER,
-    HttpClient,
-    ServerProbeResult,
-    attach_comparison,
-    engine_gap_table,
-    parse_metrics,
-    probe_server,
-    render_server_probe,
-)
+from eagle3_forensics.errors import EXIT_SERVER
+from eagle3_forensics.probe.core import ProbeResult
+from eagle3_forensics.probe.decode import LiveRun
+from eagle3_forensics.probe.server.compare import attach_comparison
+from eagle3_forensics.probe.server.core import ENGINE_PROBES, probe_server, server_vs_reference
+from eagle3_forensics.probe.server.http import HttpClient
+from eagle3_forensics.probe.server.prometheus import parse_metrics, sum_samples
+from eagle3_forensics.probe.server.result import ServerProbeResult
+from eagle3_forensics.views.server import engine_gap_figure, engine_gap_table, render_server_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"
@@ -591,9 +589,7 @@ def test_parse_metrics_sums_engines_and_ignores_created() -> None:
         'vllm:spec_decode_num_drafts_created{engine="0",model_name="m"} 1.7e9\n'
         'vllm:spec_decode_num_drafts_total{engine="1",model_name="m"} 4.0\n'
     )
-    from eagle3_forensics.probe.server import _sum
-
-    assert _sum(parse_metrics(text), "vllm:spec_decode_num_drafts_total") == 7.0
+    assert sum_samples(parse_metrics(text), "vllm:spec_decode_num_drafts_total") == 7.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -720,8 +716,6 @@ def test_server_vs_reference_for_notebook_04(prompts_file: Path) -> None:
     """Notebook 04's server section: server probe, then the in-process probe in that engine's view."""
     pytest.importorskip("transformers")
     pytest.importorskip("matplotlib")
-    from eagle3_forensics.probe.server import engine_gap_figure, server_vs_reference
-
     fake = FakeVllm()
     with FakeServer(fake.routes()) as srv:
         r = server_vs_reference(
@@ -1033,3 +1027,10 @@ def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
     yield
+
+
+def test_cli_engine_choices_are_the_measured_engines() -> None:
+    """The CLI lists the server engines without importing the probe; they must stay the probe's table."""
+    from eagle3_forensics.cli.probe_server import SERVER_ENGINE_CHOICES
+
+    assert set(SERVER_ENGINE_CHOICES) == set(ENGINE_PROBES)

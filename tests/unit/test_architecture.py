@@ -151,4 +151,4 @@ def test_the_checker_sees_a_circle_and_an_upward_import() -> None:
     """The rules above can fail: a made-up graph with a circle and an io -> cli import."""
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
     assert layer_of("io.checkpoint") < layer_of("cli.main")
-    assert layer_of("repair.policy") < layer_of("checks.diagnose") < layer_of("repair.core")
+    assert layer_of("repair.policy") < layer_of("checks.diagnose") < layer_of("repair.execute")

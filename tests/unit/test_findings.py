@@ -26,7 +26,7 @@ from builders import (
 from safetensors.torch import load_file
 
 from eagle3_forensics.checks.diagnose import diagnose
-from eagle3_forensics.findings import CATALOGUE, Finding, Severity
+from eagle3_forensics.findings import CATALOGUE, CHECK_CATALOGUE, SERVER_CATALOGUE, Finding, Severity
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL = frozenset({"sglang", "vllm", "eagle"})  # engines that read a flat config
@@ -700,8 +700,23 @@ def test_negative(case: Case, tmp_path: Path) -> None:
 
 
 def test_every_code_has_a_case() -> None:
+    """Every static-check code has a case here; live-server codes are tested in test_server_probe.py."""
     covered = {c.code for c in CASES} | {"CHECKPOINT_UNREADABLE"}
-    assert covered == set(CATALOGUE)
+    assert covered == set(CHECK_CATALOGUE)
+    assert set(CATALOGUE) == set(CHECK_CATALOGUE) | set(SERVER_CATALOGUE)
+
+
+def test_every_code_exists_without_importing_its_source() -> None:
+    """The catalogue is static: a server code is valid in a process that never imported the probe."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from eagle3_forensics.findings import Finding, Severity; "
+        "Finding('ENGINE_GAP', Severity.ERROR, 'x'); "
+        "assert 'eagle3_forensics.probe.server.core' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 # -- CHECKPOINT_UNREADABLE -----------------------------------------------------------------------

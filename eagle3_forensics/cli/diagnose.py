@@ -1,0 +1,35 @@
+"""``eagle3-forensics diagnose PATH``: every static check on a drafter checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from eagle3_forensics.cli.output import print_json
+from eagle3_forensics.engines import ENGINE_NAMES
+
+
+def run(args: argparse.Namespace) -> int:
+    from eagle3_forensics.checks.diagnose import diagnose  # deferred: numpy, safetensors, torch
+    from eagle3_forensics.views.text import render_diagnosis  # deferred: numpy, safetensors, torch
+
+    d = diagnose(args.path, target=args.target, engines=args.engine)
+    if args.json:
+        print_json(d.to_dict())
+    else:
+        print(render_diagnosis(d))
+    if d.unusable:
+        sys.stderr.write(f"eagle3-forensics: {d.findings[0].message}\n")
+    return d.exit_code
+
+
+def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    d = sub.add_parser("diagnose", help="run every static check on a drafter checkpoint")
+    d.add_argument("path", help="drafter directory (config.json + weights)")
+    d.add_argument("--target", help="target model directory for cross-checks")
+    d.add_argument(
+        "--engine", default="all", choices=[*ENGINE_NAMES, "all"], help="engine to simulate (default: all)"
+    )
+    d.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    d.set_defaults(func=run)

@@ -1,0 +1,32 @@
+"""``eagle3-forensics inspect PATH``: the tensor table and the detected format (header only)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from eagle3_forensics.cli.output import print_json
+
+
+def run(args: argparse.Namespace) -> int:
+    from eagle3_forensics.checks.diagnose import inspect_checkpoint  # deferred: numpy, safetensors, torch
+    from eagle3_forensics.views.text import render_inspection  # deferred: numpy, safetensors, torch
+
+    ins = inspect_checkpoint(args.path)
+    if args.json:
+        print_json(ins.to_dict())
+    else:
+        print(render_inspection(ins))
+    return 0
+
+
+def json_error(args: argparse.Namespace, exc: BaseException) -> dict[str, Any]:
+    """The ``--json`` object when the checkpoint cannot be inspected."""
+    return {"checkpoint": args.path, "error": str(exc)}
+
+
+def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    i = sub.add_parser("inspect", help="tensor table and detected format (header only)")
+    i.add_argument("path")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(func=run, json_error=json_error)

@@ -1,0 +1,88 @@
+"""``eagle3-forensics probe-server URL --engine E --prompts FILE``: a live vLLM or SGLang server's acceptance."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from eagle3_forensics.cli.output import print_json
+from eagle3_forensics.views.server import render_server_probe
+
+# The engines `probe-server` measures (eagle3_forensics.probe.server.core.ENGINE_PROBES has one entry
+# each; a test keeps the two equal). Listed here so building the parser does not import the probe.
+SERVER_ENGINE_CHOICES = ("vllm", "sglang")
+
+
+def run(args: argparse.Namespace) -> int:
+    from eagle3_forensics.probe.server.core import probe_server  # heavy: torch (via probe.core)
+
+    result = probe_server(
+        args.url,
+        args.engine,
+        args.prompts,
+        max_new_tokens=args.max_new_tokens,
+        concurrency=args.concurrency,
+        timeout=args.timeout,
+        retries=args.retries,
+        model=args.model,
+        drafter=args.drafter,
+        target=args.target,
+        compare_with=args.compare_with,
+        tolerance=args.tolerance,
+    )
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print(render_server_probe(result))
+    if result.faulted:
+        first = next(f for f in result.findings if f.code.startswith("SERVER_"))
+        sys.stderr.write(f"eagle3-forensics: {first.code}: {' '.join(first.message.split())}\n")
+    return result.exit_code
+
+
+def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    ps = sub.add_parser(
+        "probe-server",
+        help="accept-rate probe against a live vLLM or SGLang server (counters "
+        "before/after, launch-settings check, gap to an in-process probe)",
+        epilog="exit codes: 0 measured, no error finding; 1 an error finding (no speculative "
+        "decoding, restart mid-run, engine gap beyond --tolerance, aux layers differ); "
+        "2 bad arguments or input files; 4 the server could not be probed (refused, "
+        "timed out, HTTP error, malformed answer).",
+    )
+    ps.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8000")
+    ps.add_argument(
+        "--engine", required=True, choices=list(SERVER_ENGINE_CHOICES), help="which engine serves URL"
+    )
+    ps.add_argument(
+        "--prompts", required=True, help='.jsonl ({"prompt": ...} per line) or one prompt per line'
+    )
+    ps.add_argument(
+        "--max-new-tokens", type=int, default=64, help="new tokens per prompt, EOS ignored (default 64)"
+    )
+    ps.add_argument("--concurrency", type=int, default=1, help="requests in flight at once (default 1)")
+    ps.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP request (default 60)")
+    ps.add_argument(
+        "--retries", type=int, default=3, help="extra attempts per request on transient faults (default 3)"
+    )
+    ps.add_argument("--model", help="vLLM: served model name (default: the first of /v1/models)")
+    ps.add_argument(
+        "--drafter",
+        help="local drafter directory for the aux-layer/diagnose check (default: the path "
+        "the server reports, when readable here)",
+    )
+    ps.add_argument("--target", help="local target directory for the aux-layer check (default: the server's)")
+    ps.add_argument(
+        "--compare-with",
+        metavar="RESULT.json",
+        help="an in-process `probe --json` result on the same prompts: report the engine gap per position",
+    )
+    ps.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.10,
+        help="relative acceptance-length gap to --compare-with that is an error (default 0.10)",
+    )
+    ps.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    ps.set_defaults(func=run)

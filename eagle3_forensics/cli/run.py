@@ -1,0 +1,48 @@
+"""``eagle3-forensics run --config FILE --out DIR``: a run config's notebooks, reports and gate."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def run(args: argparse.Namespace) -> int:
+    from eagle3_forensics.runs.runner import load_config  # heavy: papermill, nbformat, jinja2, yaml
+    from eagle3_forensics.runs.runner import run as run_config  # heavy: as above
+
+    config = load_config(args.config)
+    return run_config(
+        config,
+        args.out,
+        baseline=args.baseline,
+        previous=args.previous,
+        workers=args.workers,
+        progress=not args.no_progress,
+        write_baseline=args.write_baseline,
+    )
+
+
+def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    ru = sub.add_parser(
+        "run",
+        help="execute the notebooks of a run config over its drafters: HTML reports, "
+        "summary.json, index.html, regression gate",
+    )
+    ru.add_argument("--config", required=True, help="run configuration (YAML; see configs/demo.yaml)")
+    ru.add_argument(
+        "--out", required=True, help="output directory (index.html, summary.json, one HTML per run)"
+    )
+    ru.add_argument(
+        "--baseline",
+        help="gate baseline JSON (or a previous run's summary.json): exit 1 on a "
+        "metric beyond tolerance, a new error finding or a failed notebook",
+    )
+    ru.add_argument(
+        "--previous", help="a previous run's summary.json (or its directory) to show changes against"
+    )
+    ru.add_argument(
+        "--workers", type=int, help="notebooks executed at once (default: the config's `workers`)"
+    )
+    ru.add_argument("--write-baseline", metavar="FILE", help="also write a baseline from this run's results")
+    ru.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ru.set_defaults(func=run)

@@ -1,0 +1,286 @@
+"""Live accept-rate probe against a running vLLM or SGLang server (``eagle3-forensics probe-server``).
+
+This module holds the entry point and the drafter check; the parts live beside it: :mod:`.http`
+(client, retries, faults), :mod:`.prometheus` (metrics text), :mod:`.vllm` and :mod:`.sglang` (one
+module per engine), :mod:`.result` (:class:`~.result.ServerProbeResult`), :mod:`.compare` (the gap to
+an in-process probe); :mod:`eagle3_forensics.views.server` renders the result.
+
+The in-process :func:`eagle3_forensics.probe.core.probe` says what acceptance a drafter *should*
+deliver; this module measures what a serving engine *does* deliver, on the same prompts, with
+greedy sampling (temperature 0, EOS ignored, a fixed budget of new tokens per prompt), and
+returns the same :class:`~eagle3_forensics.probe.core.ProbeResult` (a subclass adding the server's
+own figures, findings and an optional comparison with an in-process result).
+
+* **vLLM**: ``/metrics`` is read before and after the prompts are sent through the
+  OpenAI-compatible ``/v1/completions`` endpoint, parsed with ``prometheus_client``'s text
+  parser, and the deltas of ``vllm:spec_decode_num_drafts``, ``..._num_draft_tokens``,
+  ``..._num_accepted_tokens`` and ``..._num_accepted_tokens_per_pos`` give the acceptance
+  (``acceptance.md`` §2.2). A counter that goes backwards, or a changed
+  ``process_start_time_seconds``, means the server restarted mid-run: no numbers are reported.
+* **SGLang**: ``/generate`` returns per-request ``meta_info``; all three generations of field
+  names are read (``spec_accept_token_num`` → ``spec_accepted_drafts`` → ``spec_num_correct_drafts``
+  and the matching proposed-draft and histogram names, ``acceptance.md`` §2.3). Sums over
+  requests are taken before dividing (a ratio of sums, never a mean of per-request ratios).
+  ``/get_server_info`` (``avg_spec_accept_length``) and the ``/metrics`` gauges are reported
+  beside, each labelled with its convention.
+* **Launch settings** are read from what the server reports (vLLM ``/v1/models``, ``/metrics``
+  and, when the server runs with ``VLLM_SERVER_DEV_MODE=1``, ``/server_info``; SGLang's
+  ``server_args``) and normalised across engines: a chain of K drafts is vLLM
+  ``num_speculative_tokens = K`` ⇔ SGLang ``num_steps K, topk 1, num_draft_tokens K+1``
+  (``acceptance.md`` §2.4). When the drafter directory is readable here, its aux-layer ids are
+  checked the way :mod:`eagle3_forensics.checks.diagnose` reads them for that engine.
+
+Faults (connection refused, timeouts, HTTP errors, malformed JSON or metrics, a server without
+speculative decoding, a restart mid-run) become findings and an exit code, never a traceback.
+Requests are retried a bounded number of times: idempotent reads on any transient fault,
+generation requests only when the server refused the connection or answered 429/503 (the
+request was not processed, so the counters are not double-counted).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from eagle3_forensics.checks import Context
+from eagle3_forensics.checks.aux_layers import engine_ids, trained_ids
+from eagle3_forensics.checks.diagnose import diagnose
+from eagle3_forensics.engines import ENGINES
+from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.findings import Severity
+from eagle3_forensics.io.checkpoint import open_checkpoint
+from eagle3_forensics.io.target import open_target
+from eagle3_forensics.probe.core import ProbeResult, probe, read_prompts
+from eagle3_forensics.probe.server.compare import DEFAULT_TOLERANCE, attach_comparison, load_reference
+from eagle3_forensics.probe.server.http import HttpClient, ServerFault, normalise_url
+from eagle3_forensics.probe.server.result import SERVER_CONVENTIONS, ServerProbeResult, new_result
+from eagle3_forensics.probe.server.sglang import probe_sglang
+from eagle3_forensics.probe.server.vllm import probe_vllm
+
+MAX_RETRIES = 10
+
+# One measuring function per engine, all with the same signature: (result, client, prompts,
+# max_new_tokens, concurrency, model). A new engine is a module beside these and one entry here.
+ENGINE_PROBES: dict[
+    str, Callable[[ServerProbeResult, HttpClient, Sequence[str], int, int, str | None], None]
+] = {
+    "vllm": probe_vllm,
+    "sglang": probe_sglang,
+}
+SERVER_ENGINES: tuple[str, ...] = tuple(ENGINE_PROBES)
+
+
+def probe_server(
+    url: str,
+    engine: str,
+    prompts: str | Path | Sequence[str],
+    *,
+    max_new_tokens: int = 64,
+    concurrency: int = 1,
+    timeout: float = 60.0,
+    retries: int = 3,
+    model: str | None = None,
+    drafter: str | Path | None = None,
+    target: str | Path | None = None,
+    compare_with: str | Path | dict[str, Any] | ProbeResult | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+    client: HttpClient | None = None,
+) -> ServerProbeResult:
+    """Measure a live server's acceptance on ``prompts`` (greedy, ``max_new_tokens`` each).
+
+    Server faults become findings on the result (see :attr:`ServerProbeResult.exit_code`);
+    only unusable arguments (a missing prompts file, a bad URL, an unreadable ``compare_with``)
+    raise :class:`~eagle3_forensics.errors.UnusableInputError`.
+
+    ``drafter``/``target``: local directories used for the aux-layer and diagnose checks when the
+    server does not report a readable drafter path (vLLM without ``/server_info``) or to override it.
+    """
+    if engine not in SERVER_ENGINES:
+        raise UnusableInputError(f"unknown server engine {engine!r}; choose from {', '.join(SERVER_ENGINES)}")
+    base = normalise_url(url)
+    for name, value, lo in (
+        ("max_new_tokens", max_new_tokens, 1),
+        ("concurrency", concurrency, 1),
+        ("retries", retries, 0),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+            raise UnusableInputError(f"{name} must be an integer >= {lo}, got {value!r}")
+    if retries > MAX_RETRIES:
+        raise UnusableInputError(f"retries must be at most {MAX_RETRIES}, got {retries}")
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not timeout > 0
+        or not math.isfinite(timeout)
+    ):
+        raise UnusableInputError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if not (isinstance(tolerance, (int, float)) and 0 <= tolerance < 10):
+        raise UnusableInputError(f"tolerance must be a fraction such as 0.1, got {tolerance!r}")
+    texts = read_prompts(prompts) if isinstance(prompts, (str, Path)) else list(prompts)
+    if not texts or not all(isinstance(t, str) and t for t in texts):
+        raise UnusableInputError("prompts must be non-empty strings")
+    reference = load_reference(compare_with) if compare_with is not None else None
+    http = client or HttpClient(base, timeout=float(timeout), retries=retries)
+    r = new_result(base, engine, len(texts), max_new_tokens)
+    r.server = {
+        "url": base,
+        "engine": engine,
+        "concurrency": concurrency,
+        "timeout_s": float(timeout),
+        "retries": retries,
+    }
+    try:
+        ENGINE_PROBES[engine](r, http, texts, max_new_tokens, concurrency, model)
+    except ServerFault as fault:
+        r.measured = False
+        r.add(fault.code, Severity.ERROR, str(fault), fix=_FAULT_FIX[fault.code], **fault.evidence)
+    r.server["http"] = {"requests": http.requests, "retries": http.retried}
+    if r.server.get("launch") is not None and not r.faulted:
+        _check_drafter(r, drafter, target)
+    if reference is not None and r.measured:
+        attach_comparison(r, reference, tolerance)
+    return r
+
+
+_FAULT_FIX = {
+    "SERVER_UNREACHABLE": "Check the URL and that the server is up (GET /health); a server that died mid-run "
+    "(e.g. an engine crash on the first request) shows here too: read its log.",
+    "SERVER_TIMEOUT": "Raise --timeout, lower --concurrency or --max-new-tokens, or check the server's load.",
+    "SERVER_HTTP_ERROR": "Read the server log for the cause (a 500 on the first request is often an engine "
+    "crash, e.g. a d2t mapping draft ids outside the target vocabulary).",
+    "SERVER_BAD_RESPONSE": "Check that the URL points at the engine named by --engine (and not at a proxy or "
+    "another service).",
+}
+
+
+def _check_drafter(r: ServerProbeResult, drafter: str | Path | None, target: str | Path | None) -> None:
+    launch = r.server["launch"]
+    path = (
+        Path(drafter)
+        if drafter is not None
+        else (Path(launch["draft_model"]) if launch.get("draft_model") else None)
+    )
+    tpath = Path(target) if target is not None else (Path(r.target) if r.target else None)
+    if tpath is not None and not (tpath / "config.json").is_file():
+        tpath = None
+    method = launch.get("method")
+    if method is not None and method.lower() not in ("eagle3",):
+        r.add(
+            "LAUNCH_NOT_EAGLE3",
+            Severity.WARNING,
+            f"The server's speculative method is {method!r}, not eagle3: the EAGLE-3 checks below do not apply "
+            "and a reference probe of an EAGLE-3 drafter is not comparable.",
+            method=method,
+        )
+        return
+    if path is None:
+        return
+    r.drafter = str(path)
+    if not (path / "config.json").is_file():
+        r.add(
+            "DRAFTER_NOT_READABLE",
+            Severity.INFO,
+            f"The drafter {str(path)!r} is not readable here: aux layers and load rules were not checked.",
+            fix="Pass --drafter DIR (a local copy of the drafter the server loaded).",
+            path=str(path),
+        )
+        return
+    engine = r.server_engine
+    try:
+        ckpt = open_checkpoint(path)
+        ctx = Context(
+            ckpt,
+            open_target(tpath) if tpath is not None else None,
+            engine_names=[engine],
+            explicit_engines=True,
+        )
+        trained, trained_field = trained_ids(ctx)
+        read, read_field = engine_ids(ENGINES[engine], ctx)
+    except UnusableInputError as exc:
+        r.add(
+            "DRAFTER_NOT_READABLE",
+            Severity.INFO,
+            f"The drafter {str(path)!r} cannot be read: {exc}",
+            path=str(path),
+        )
+        return
+    n = ctx.target_layers
+    rules = ENGINES[engine]
+    default = rules.aux_default(n) if n is not None else None
+    trained_eff = trained if trained is not None else default
+    read_eff = read if read is not None else default
+    aux = {
+        "drafter_config_hf": trained_eff,
+        "drafter_field": trained_field,
+        "engine_reads_hf": read_eff,
+        "engine_field": read_field or f"default {rules.aux_default_text()}",
+        "target_layers": n,
+        "agrees": None if trained_eff is None or read_eff is None else trained_eff == read_eff,
+        "convention": SERVER_CONVENTIONS["server.launch.aux_layer_ids"],
+    }
+    launch["aux_layers"] = aux
+    d = diagnose(path, target=tpath, engines=[engine])
+    errors = sorted(
+        {f.code for f in d.findings if f.severity is Severity.ERROR and f.engine in (None, engine)}
+    )
+    launch["diagnose"] = {
+        "verdict": d.verdict(engine),
+        "errors": errors,
+        "warnings": sorted(
+            {f.code for f in d.findings if f.severity is Severity.WARNING and f.engine in (None, engine)}
+        ),
+    }
+    if aux["agrees"] is False:
+        r.add(
+            "AUX_LAYERS_DIFFER",
+            Severity.ERROR,
+            f"{rules.display} reads the aux layers as HF {read_eff} ({aux['engine_field']}), but the drafter's "
+            f"config says it was trained on {trained_eff}: acceptance is expected to drop.",
+            fix="eagle3-forensics diagnose DRAFTER --engine " + engine + " (AUX_LAYER_IDS_*) has the fix.",
+            trained=trained_eff,
+            engine_reads=read_eff,
+        )
+    if errors:
+        r.add(
+            "DRAFTER_DIAGNOSED_BROKEN",
+            Severity.WARNING,
+            f"diagnose --engine {engine} finds {', '.join(errors)} in the drafter this server serves: a low "
+            "acceptance (or an engine crash) is what the static checks predict.",
+            fix=f"eagle3-forensics repair DRAFTER --engine {engine} --out FIXED, then restart the server on FIXED.",
+            errors=errors,
+        )
+
+
+def server_vs_reference(
+    url: str,
+    engine: str,
+    drafter: str | Path,
+    target: str | Path,
+    prompts: str | Path | Sequence[str],
+    *,
+    max_new_tokens: int = 64,
+    device: str = "auto",
+    tolerance: float = DEFAULT_TOLERANCE,
+    **server_kw: Any,
+) -> ServerProbeResult:
+    """Probe the server, then the same drafter in process under that engine's view with the
+    server's K on the same prompts, and attach the comparison (notebook 04's server section)."""
+    r = probe_server(
+        url, engine, prompts, max_new_tokens=max_new_tokens, drafter=drafter, target=target, **server_kw
+    )
+    if r.measured and r.k:
+        ref = probe(
+            drafter,
+            target,
+            prompts,
+            k=r.k,
+            max_new_tokens=max_new_tokens,
+            device=device,
+            engine=engine,
+            teacher_forced=False,
+            sweep=False,
+        )
+        attach_comparison(r, ref, tolerance)
+    return r

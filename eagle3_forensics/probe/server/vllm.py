@@ -1,0 +1,402 @@
+"""vLLM: ``/metrics`` counters before and after, the launch settings it reports, and their consistency.
+
+``/metrics`` is read before and after the prompts are sent through the OpenAI-compatible
+``/v1/completions`` endpoint, and the deltas of ``vllm:spec_decode_num_drafts``,
+``..._num_draft_tokens``, ``..._num_accepted_tokens`` and ``..._num_accepted_tokens_per_pos`` give the
+acceptance (``acceptance.md`` §2.2). A counter that goes backwards, or a changed
+``process_start_time_seconds``, means the server restarted mid-run: no numbers are reported. Launch
+settings come from ``/v1/models``, ``/metrics`` and, with ``VLLM_SERVER_DEV_MODE=1``, ``/server_info``.
+"""
+
+from __future__ import annotations
+
+import ast
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from eagle3_forensics.findings import Severity
+from eagle3_forensics.probe.decode import LiveRun
+from eagle3_forensics.probe.server.http import HttpClient, ServerFault, nonneg_int, run_requests
+from eagle3_forensics.probe.server.prometheus import Samples, by_label, parse_metrics, sum_samples
+from eagle3_forensics.probe.server.result import SERVER_CONVENTIONS, ServerProbeResult
+
+VLLM_METRICS = {
+    "num_drafts": "vllm:spec_decode_num_drafts_total",
+    "num_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+    "num_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+    "num_accepted_tokens_per_pos": "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+    "generation_tokens": "vllm:generation_tokens_total",
+    "prompt_tokens": "vllm:prompt_tokens_total",
+    "process_start_time_seconds": "process_start_time_seconds",
+}
+
+
+@dataclass
+class VllmCounters:
+    num_drafts: float
+    num_draft_tokens: float
+    num_accepted_tokens: float
+    per_pos: dict[int, float]
+    generation_tokens: float | None
+    prompt_tokens: float | None
+    start_time: float | None
+
+    @classmethod
+    def read(cls, samples: Samples) -> VllmCounters | None:
+        """``None`` when the server exposes no speculative-decoding counters."""
+        drafts = sum_samples(samples, VLLM_METRICS["num_drafts"])
+        tokens = sum_samples(samples, VLLM_METRICS["num_draft_tokens"])
+        accepted = sum_samples(samples, VLLM_METRICS["num_accepted_tokens"])
+        if drafts is None or tokens is None or accepted is None:
+            return None
+        per_pos: dict[int, float] = {}
+        for pos, v in by_label(samples, VLLM_METRICS["num_accepted_tokens_per_pos"], "position").items():
+            try:
+                per_pos[int(pos)] = v
+            except ValueError:
+                raise ServerFault(
+                    "SERVER_BAD_RESPONSE",
+                    f"GET /metrics: per-position counter with position={pos!r}",
+                    {"request": "GET /metrics"},
+                ) from None
+        return cls(
+            drafts,
+            tokens,
+            accepted,
+            per_pos,
+            sum_samples(samples, VLLM_METRICS["generation_tokens"]),
+            sum_samples(samples, VLLM_METRICS["prompt_tokens"]),
+            sum_samples(samples, VLLM_METRICS["process_start_time_seconds"]),
+        )
+
+    @property
+    def k(self) -> int:
+        return max(self.per_pos) + 1 if self.per_pos else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "num_drafts": _num(self.num_drafts),
+            "num_draft_tokens": _num(self.num_draft_tokens),
+            "num_accepted_tokens": _num(self.num_accepted_tokens),
+            "num_accepted_tokens_per_pos": [_num(self.per_pos.get(i, 0.0)) for i in range(self.k)],
+            "generation_tokens": _num(self.generation_tokens),
+            "prompt_tokens": _num(self.prompt_tokens),
+            "process_start_time_seconds": self.start_time,
+        }
+
+
+def _num(x: float | None) -> float | int | None:
+    if x is None:
+        return None
+    return int(x) if float(x).is_integer() else x
+
+
+def counter_delta(before: VllmCounters, after: VllmCounters) -> tuple[dict[str, Any] | None, list[str]]:
+    """Deltas, or ``(None, reasons)`` when a counter went backwards or the process restarted."""
+    reasons = []
+    if (
+        before.start_time is not None
+        and after.start_time is not None
+        and abs(after.start_time - before.start_time) > 1e-3
+    ):
+        reasons.append(
+            f"process_start_time_seconds changed from {before.start_time:.3f} to {after.start_time:.3f}"
+        )
+    pairs = [
+        ("num_drafts", before.num_drafts, after.num_drafts),
+        ("num_draft_tokens", before.num_draft_tokens, after.num_draft_tokens),
+        ("num_accepted_tokens", before.num_accepted_tokens, after.num_accepted_tokens),
+        ("generation_tokens", before.generation_tokens, after.generation_tokens),
+    ]
+    k = max(before.k, after.k)
+    pairs += [
+        (f"num_accepted_tokens_per_pos[{i}]", before.per_pos.get(i, 0.0), after.per_pos.get(i, 0.0))
+        for i in range(k)
+    ]
+    for name, b, a in pairs:
+        if b is not None and a is not None and a < b:
+            reasons.append(f"{name} went from {_num(b)} to {_num(a)}")
+    if reasons:
+        return None, reasons
+
+    def d(a: float | None, b: float | None) -> int | float | None:
+        return None if a is None or b is None else _num(a - b)
+
+    return {
+        "num_drafts": d(after.num_drafts, before.num_drafts),
+        "num_draft_tokens": d(after.num_draft_tokens, before.num_draft_tokens),
+        "num_accepted_tokens": d(after.num_accepted_tokens, before.num_accepted_tokens),
+        "num_accepted_tokens_per_pos": [
+            d(after.per_pos.get(i, 0.0), before.per_pos.get(i, 0.0)) for i in range(k)
+        ],
+        "generation_tokens": d(after.generation_tokens, before.generation_tokens),
+        "prompt_tokens": d(after.prompt_tokens, before.prompt_tokens),
+    }, []
+
+
+# -- the probe ----------------------------------------------------------------------------------
+
+
+def _scrape_vllm(http: HttpClient) -> tuple[VllmCounters | None, Samples]:
+    _, text = http.get_text("/metrics")
+    samples = parse_metrics(text)
+    return VllmCounters.read(samples), samples
+
+
+def probe_vllm(
+    r: ServerProbeResult,
+    http: HttpClient,
+    texts: Sequence[str],
+    max_new_tokens: int,
+    concurrency: int,
+    model: str | None,
+) -> None:
+    """Measure a vLLM server into ``r``: counters before and after the prompts, launch settings."""
+    _, models = http.get_json("/v1/models")
+    data = models.get("data") if isinstance(models, dict) else None
+    if (
+        not isinstance(data, list)
+        or not data
+        or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in data)
+    ):
+        raise ServerFault(
+            "SERVER_BAD_RESPONSE",
+            "GET /v1/models: no model list ({'data': [{'id': ...}]})",
+            {"request": "GET /v1/models"},
+        )
+    ids = [m["id"] for m in data]
+    served = model or ids[0]
+    if model is not None and model not in ids:
+        raise ServerFault(
+            "SERVER_BAD_RESPONSE",
+            f"GET /v1/models: model {model!r} is not served (serves {ids})",
+            {"request": "GET /v1/models", "served": ids},
+        )
+    entry = data[ids.index(served)]
+    r.target = str(entry.get("root") or served)
+    r.server["model"] = served
+    launch = _vllm_launch(http, r)
+    before, _ = _scrape_vllm(http)
+    if before is None:
+        r.server["launch"] = launch
+        r.add(
+            "NO_SPEC_DECODING",
+            Severity.ERROR,
+            "The server exposes no vllm:spec_decode_* counters on /metrics: it runs without speculative "
+            "decoding (or with stats logging disabled), so there is no acceptance to measure.",
+            fix='Start vLLM with --speculative-config \'{"method": "eagle3", "model": DRAFTER, '
+            '"num_speculative_tokens": K}\' and without --disable-log-stats.',
+        )
+        return
+    k = before.k
+    if launch.get("num_speculative_tokens") is None:
+        launch["num_speculative_tokens"] = k or None
+        launch["num_draft_tokens"] = k + 1 if k else None
+        launch["source"] = launch.get("source") or "/metrics (per-position labels)"
+    elif k and launch["num_speculative_tokens"] != k:
+        r.add(
+            "LAUNCH_SETTINGS_DISAGREE",
+            Severity.WARNING,
+            f"/server_info says num_speculative_tokens = {launch['num_speculative_tokens']} but /metrics has "
+            f"per-position counters for {k} positions.",
+            server_info=launch["num_speculative_tokens"],
+            metrics_positions=k,
+        )
+    r.server["launch"] = launch
+    k = int(launch.get("num_speculative_tokens") or k)
+
+    def one(text: str) -> dict[str, Any]:
+        body = {
+            "model": served,
+            "prompt": text,
+            "max_tokens": max_new_tokens,
+            "temperature": 0,
+            "ignore_eos": True,
+        }
+        answer = http.post_json("/v1/completions", body)
+        usage = answer.get("usage") if isinstance(answer, dict) else None
+        if not isinstance(usage, dict):
+            raise ServerFault(
+                "SERVER_BAD_RESPONSE",
+                "POST /v1/completions: no usage object in the answer",
+                {"request": "POST /v1/completions"},
+            )
+        return {
+            "completion_tokens": nonneg_int(usage.get("completion_tokens"), "usage.completion_tokens"),
+            "prompt_tokens": nonneg_int(usage.get("prompt_tokens", 0) or 0, "usage.prompt_tokens"),
+        }
+
+    t0 = time.perf_counter()
+    answers = run_requests(texts, one, concurrency)
+    seconds = time.perf_counter() - t0
+    after, _ = _scrape_vllm(http)
+    completion = sum(a["completion_tokens"] for a in answers)
+    r.server["requests"] = {
+        "count": len(answers),
+        "completion_tokens": completion,
+        "prompt_tokens": sum(a["prompt_tokens"] for a in answers),
+        "seconds": seconds,
+    }
+    if after is None:
+        r.add(
+            "COUNTERS_WENT_BACKWARDS",
+            Severity.ERROR,
+            "The vllm:spec_decode_* counters disappeared from /metrics during the probe: the server restarted "
+            "(without speculative decoding?) mid-run.",
+            fix="Re-run the probe once the server is stable.",
+        )
+        return
+    delta, reasons = counter_delta(before, after)
+    r.server["counters"] = {
+        "before": before.to_dict(),
+        "after": after.to_dict(),
+        "delta": delta,
+        "convention": SERVER_CONVENTIONS["server.vllm.counters"],
+    }
+    if delta is None:
+        r.add(
+            "COUNTERS_WENT_BACKWARDS",
+            Severity.ERROR,
+            "A cumulative counter went backwards during the probe (" + "; ".join(reasons) + "): the server "
+            "restarted mid-run, so the deltas mean nothing.",
+            fix="Re-run the probe once the server is stable.",
+            reasons=reasons,
+        )
+        return
+    per_pos = [int(x or 0) for x in delta["num_accepted_tokens_per_pos"]]
+    if k and len(per_pos) < k:
+        per_pos += [0] * (k - len(per_pos))
+    r.k = k or len(per_pos)
+    r.live = LiveRun(
+        r.k,
+        num_drafts=int(delta["num_drafts"]),
+        drafted=int(delta["num_draft_tokens"]),
+        accepted=int(delta["num_accepted_tokens"]),
+        per_pos=per_pos[: r.k] or [0] * r.k,
+        new_tokens=completion,
+        seconds=seconds,
+    )
+    r.per_position_available = bool(per_pos)
+    r.measured = True
+    _check_vllm_consistency(r, delta, len(answers), completion)
+
+
+def _vllm_launch(http: HttpClient, r: ServerProbeResult) -> dict[str, Any]:
+    launch: dict[str, Any] = {
+        "method": None,
+        "num_speculative_tokens": None,
+        "topk": 1,
+        "num_draft_tokens": None,
+        "shape": "chain",
+        "draft_model": None,
+        "target_model": r.target,
+        "source": None,
+        "convention": SERVER_CONVENTIONS["server.launch.num_speculative_tokens"],
+    }
+    status, info = http.get_json("/server_info?config_format=json", allow=(404, 405))
+    cfg = info.get("vllm_config") if isinstance(info, dict) else None
+    spec = cfg.get("speculative_config") if isinstance(cfg, dict) else None
+    if status >= 400 or not isinstance(cfg, dict):
+        r.add(
+            "LAUNCH_SETTINGS_UNKNOWN",
+            Severity.INFO,
+            "vLLM does not serve /server_info (it does only with VLLM_SERVER_DEV_MODE=1): the speculative method "
+            "and drafter path are unknown; K is read from the per-position counters.",
+            fix="Start the server with VLLM_SERVER_DEV_MODE=1 (trusted networks only), or pass --drafter.",
+        )
+        return launch
+    launch["source"] = "/server_info"
+    model_cfg = cfg.get("model_config")
+    if isinstance(model_cfg, dict):
+        r.dtype = str(model_cfg.get("dtype") or "unknown").replace("torch.", "")
+    if not isinstance(spec, dict):
+        launch["method"] = None
+        return launch
+    method = spec.get("method")
+    k = spec.get("num_speculative_tokens")
+    launch.update(
+        {
+            "method": method if isinstance(method, str) else None,
+            "num_speculative_tokens": k if isinstance(k, int) and not isinstance(k, bool) else None,
+            "draft_model": spec.get("model") if isinstance(spec.get("model"), str) else None,
+        }
+    )
+    if launch["num_speculative_tokens"] is not None:
+        launch["num_draft_tokens"] = launch["num_speculative_tokens"] + 1
+    tree = spec.get("speculative_token_tree")
+    if isinstance(tree, str) and tree.strip():
+        launch["shape"] = "chain" if _is_chain(tree) else "tree"
+        launch["token_tree"] = tree
+    return launch
+
+
+def _is_chain(tree: str) -> bool:
+    """vLLM's speculative_token_tree ("[(0,), (0, 0), ...]"): a chain when every node only takes child 0."""
+    try:
+        nodes = ast.literal_eval(tree)
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
+        return False
+    return isinstance(nodes, (list, tuple)) and all(
+        isinstance(n, (list, tuple)) and all(c == 0 for c in n) for n in nodes
+    )
+
+
+def _check_vllm_consistency(
+    r: ServerProbeResult, delta: dict[str, Any], requests: int, completion: int
+) -> None:
+    k, live = r.k, r.live
+    checks: list[dict[str, Any]] = []
+
+    def check(name: str, ok: bool, detail: str) -> None:
+        checks.append({"check": name, "ok": ok, "detail": detail})
+
+    if live.num_drafts == 0:
+        r.add(
+            "NO_DRAFTS",
+            Severity.WARNING,
+            f"No verify step carried drafts during the probe ({requests} requests, {completion} tokens): "
+            "nothing to measure (max_new_tokens too small?).",
+        )
+    check(
+        "draft tokens = K × drafts (chain)",
+        live.drafted == k * live.num_drafts,
+        f"{live.drafted} vs {k} × {live.num_drafts}",
+    )
+    check(
+        "Σ accepted per position = accepted",
+        sum(live.per_pos) == live.accepted,
+        f"{sum(live.per_pos)} vs {live.accepted}",
+    )
+    check(
+        "accepted per position never increases",
+        all(a >= b for a, b in zip(live.per_pos, live.per_pos[1:], strict=False)),
+        str(live.per_pos),
+    )
+    check("accepted ≤ draft tokens", live.accepted <= live.drafted, f"{live.accepted} ≤ {live.drafted}")
+    committed = requests + live.num_drafts + live.accepted  # prefill token + one bonus per verify + accepted
+    check(
+        "tokens generated ≤ requests + drafts + accepted ≤ tokens + requests × K",
+        completion <= committed <= completion + requests * k,
+        f"{completion} ≤ {committed} ≤ {completion + requests * k}",
+    )
+    gen = delta.get("generation_tokens")
+    if gen is not None:
+        check(
+            "vllm:generation_tokens delta = Σ usage.completion_tokens",
+            gen == completion,
+            f"{gen} vs {completion}",
+        )
+    r.server["consistency"] = checks
+    bad = [c for c in checks if not c["ok"]]
+    if bad:
+        r.add(
+            "COUNTERS_INCONSISTENT",
+            Severity.WARNING,
+            "The counters do not add up: "
+            + "; ".join(f"{c['check']} ({c['detail']})" for c in bad)
+            + ". Other traffic on the server during the probe, or a counter bug, would explain it.",
+            fix="Probe a server nobody else is using, or subtract the other traffic.",
+            failed=bad,
+        )
