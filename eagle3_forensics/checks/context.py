@@ -7,24 +7,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-import torch
-
 from eagle3_forensics.engines import ENGINES
 from eagle3_forensics.engines.rules import EngineRules
 from eagle3_forensics.engines.simulate import LoadReport, simulate_load
 from eagle3_forensics.io.drafter import SMALL_TENSOR_ELEMENTS, DrafterFiles
 from eagle3_forensics.vocab.mapping import VocabClassification, classify_mapping
-
-
-def _numpy_ready(t: torch.Tensor | None) -> torch.Tensor | None:
-    """bfloat16 / float8 have no numpy dtype: widen them to float32 (still reported as a non-integer map)."""
-    if (
-        t is not None
-        and t.is_floating_point()
-        and t.dtype not in (torch.float16, torch.float32, torch.float64)
-    ):
-        return t.float()
-    return t
 
 
 @dataclass
@@ -45,8 +32,9 @@ class Context(DrafterFiles):
     @cached_property
     def vocab(self) -> VocabClassification:
         d2t_name, t2d_name = self.find("d2t"), self.find("t2d")
-        d2t = _numpy_ready(self.tensor(d2t_name)) if d2t_name else None
-        t2d = _numpy_ready(self.tensor(t2d_name)) if t2d_name else None
+        # numpy values (bfloat16/float8 widened to float32: still reported as a non-integer map)
+        d2t = self.array(d2t_name) if d2t_name else None
+        t2d = self.array(t2d_name) if t2d_name else None
         return classify_mapping(d2t, t2d, self.target_vocab_size, self.draft_vocab_size)
 
     def evidence_base(self, engine: str | None = None) -> dict[str, Any]:

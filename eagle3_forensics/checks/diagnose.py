@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,20 +103,6 @@ class Diagnosis:
         }
 
 
-def _single_threaded(fn: Callable[[Context], list[Finding]], ctx: Context) -> list[Finding]:
-    """Run with one intra-op thread: the checks touch only small slices, and on a busy machine
-    OpenMP workers spinning up for each tiny op cost more than the work (measured in
-    benchmarks/bench_diagnose.py)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return fn(ctx)
-    finally:
-        torch.set_num_threads(before)
-
-
 def _with_repair_hints(findings: list[Finding], path: str) -> list[Finding]:
     """Append the ``repair`` command to error fixes that ``repair`` handles for that engine.
 
@@ -172,7 +157,7 @@ def diagnose(
             engines is None or engines == "all" or (not isinstance(engines, str) and "all" in engines)
         )
         ctx = Context(ckpt, tinfo, engine_names=names, explicit_engines=explicit)
-        findings = sort_findings(_with_repair_hints(_single_threaded(run_checks, ctx), str(path)))
+        findings = sort_findings(_with_repair_hints(run_checks(ctx), str(path)))
         return Diagnosis(str(path), ctx.fmt.label, names, findings, ctx.loads, ctx.fmt, tinfo)
     except UnusableInputError as exc:
         return unreadable(path, names, str(exc))

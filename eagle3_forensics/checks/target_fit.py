@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import torch
+import numpy as np
 
 from eagle3_forensics.checks.context import Context
 from eagle3_forensics.engines import ENGINES
@@ -72,11 +72,12 @@ def _embedding_equality(ctx: Context) -> Iterator[Finding]:
     if d_info.shape != t_info.shape:
         return  # reported as TARGET_MISMATCH / EMBED_TOKENS_PROBLEM
     rows = max(1, min(d_info.shape[0], (1 << 20) // max(1, d_info.shape[-1])))
-    a = ctx.ckpt.read_slice(name, rows * d_info.shape[-1]).float()
-    b = t.weights.read_slice(tname, rows * t_info.shape[-1]).float()
-    if torch.equal(a, b):
+    with np.errstate(over="ignore"):
+        a = ctx.ckpt.read_array_slice(name, rows * d_info.shape[-1]).astype(np.float32)
+        b = t.weights.read_array_slice(tname, rows * t_info.shape[-1]).astype(np.float32)
+    if np.array_equal(a, b):
         return
-    cos = torch.nn.functional.cosine_similarity(a, b, dim=-1).mean().item()
+    cos = _mean_row_cosine(a, b)
     for engine in ctx.engine_names:
         load = ctx.loads[engine]
         fate = next((f.action for f in load.fates if f.key == name), None)
@@ -95,6 +96,15 @@ def _embedding_equality(ctx: Context) -> Iterator[Finding]:
                 fix="If the embedding was frozen in training, ship the target's (or none); a random or "
                 "stale copy collapses acceptance.",
             )
+
+
+def _mean_row_cosine(a: np.ndarray, b: np.ndarray, eps: float = 1e-8) -> float:
+    """Mean cosine of matching rows, each row scaled by its norm clamped at ``eps`` (as torch's
+    ``cosine_similarity``), in float32."""
+    with np.errstate(all="ignore"):  # non-finite rows give NaN, as in torch
+        an = np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), np.float32(eps))
+        bn = np.maximum(np.linalg.norm(b, axis=-1, keepdims=True), np.float32(eps))
+        return float(((a / an) * (b / bn)).sum(axis=-1, dtype=np.float32).mean(dtype=np.float32))
 
 
 def _nested_theta(params: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import torch
+import numpy as np
 
 from eagle3_forensics.checks.context import Context
 from eagle3_forensics.findings import Finding, Severity
@@ -24,15 +24,16 @@ def check_weight_values(ctx: Context) -> Iterator[Finding]:
     for info in ctx.ckpt:
         if info.dtype not in FLOAT_DTYPES or info.numel == 0:
             continue
-        data = ctx.ckpt.read_slice(info.name, SLICE_ELEMENTS).float()
-        if not torch.isfinite(data).all():
+        with np.errstate(over="ignore"):  # float64 beyond float32 range becomes inf, as it would in fp32
+            data = ctx.ckpt.read_array_slice(info.name, SLICE_ELEMENTS).astype(np.float32)
+        if not np.isfinite(data).all():
             nonfinite.append(info.name)
             continue
         if (len(info.shape) == 1 and info.name.endswith("norm.weight")) or ".fc_norm." in info.name:
             norms.append(info.name)
             if bool((data == 1).all()):
                 norms_all_one.append(info.name)
-        elif len(info.shape) == 2 and data.numel() > 1 and bool((data == data.flatten()[0]).all()):
+        elif len(info.shape) == 2 and data.size > 1 and bool((data == data.flat[0]).all()):
             constant.append(info.name)
     if nonfinite:
         yield Finding(

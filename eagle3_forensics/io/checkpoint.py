@@ -6,6 +6,13 @@ tensors never reads tensor data for safetensors (``safe_open`` parses the header
 checks then read just the small tensors they need (``d2t``, ``t2d``, norm vectors) and bounded
 slices of the big ones.
 
+Two ways to read data. The checks read *values* as numpy (:meth:`Checkpoint.read_array`,
+:meth:`Checkpoint.read_array_slice`) through safetensors' numpy API, so ``inspect`` and
+``diagnose`` on safetensors never import torch; bfloat16 and 8-bit floats, which numpy lacks,
+are read as raw bytes and widened to float32 (:mod:`eagle3_forensics.io.dtypes`). Repair, the
+reference drafter and the vocabulary tools read *storage* as torch tensors
+(:meth:`Checkpoint.read_tensor`, :meth:`Checkpoint.read_slice`).
+
 ``.bin`` files are only ever opened with ``torch.load(..., weights_only=True)``: a pickle that
 needs arbitrary globals is refused and never executed.
 """
@@ -16,16 +23,21 @@ import json
 import math
 import pickle
 import re
+import struct
 import warnings
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+import numpy as np
 
 from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.io.dtypes import RAW_BITS, from_bytes
+
+if TYPE_CHECKING:
+    import torch
 
 SAFETENSORS_FILE = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -55,18 +67,41 @@ _DTYPE_BYTES: dict[str, float] = {
     "F6_E2M3": 0.75,
     "F6_E3M2": 0.75,
 }
-_TORCH_TO_ST: dict[torch.dtype, str] = {
-    torch.bool: "BOOL",
-    torch.uint8: "U8",
-    torch.int8: "I8",
-    torch.int16: "I16",
-    torch.int32: "I32",
-    torch.int64: "I64",
-    torch.float16: "F16",
-    torch.bfloat16: "BF16",
-    torch.float32: "F32",
-    torch.float64: "F64",
+# torch dtype (spelled as ``str(dtype)``, so this module needs no torch) -> safetensors name.
+_ST_BY_TORCH_NAME: dict[str, str] = {
+    "torch.bool": "BOOL",
+    "torch.uint8": "U8",
+    "torch.int8": "I8",
+    "torch.int16": "I16",
+    "torch.int32": "I32",
+    "torch.int64": "I64",
+    "torch.float16": "F16",
+    "torch.bfloat16": "BF16",
+    "torch.float32": "F32",
+    "torch.float64": "F64",
 }
+
+
+def st_dtype(dtype: torch.dtype) -> str:
+    """The safetensors spelling of a torch dtype (``torch.float32`` -> ``"F32"``)."""
+    name = str(dtype)
+    return _ST_BY_TORCH_NAME.get(name, name.replace("torch.", "").upper())
+
+
+class _TorchDtypeTable(Mapping[Any, str]):
+    """``{torch.dtype: safetensors name}`` looked up by ``str(dtype)``: building it needs no torch."""
+
+    def __getitem__(self, key: Any) -> str:
+        return _ST_BY_TORCH_NAME[str(key)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_ST_BY_TORCH_NAME)
+
+    def __len__(self) -> int:
+        return len(_ST_BY_TORCH_NAME)
+
+
+_TORCH_TO_ST: Mapping[Any, str] = _TorchDtypeTable()  # kept for repair; new code uses st_dtype
 FLOAT_DTYPES = frozenset({"F16", "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2"})
 INT_DTYPES = frozenset({"I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64"})
 
@@ -126,12 +161,29 @@ def read_json(path: Path, what: str) -> Any:
         raise UnusableInputError(f"cannot read {what} {path}: {_one_line(exc)}", path=str(path)) from None
 
 
+def tensor_to_array(t: Any) -> np.ndarray:
+    """Values of a torch tensor as numpy; dtypes numpy lacks (bfloat16, float8) widened to float32."""
+    t = t.detach().cpu()
+    if t.is_floating_point() and str(t.dtype) not in ("torch.float16", "torch.float32", "torch.float64"):
+        t = t.float()
+    return np.asarray(t.numpy())
+
+
+def _leading_rows(shape: tuple[int, ...], max_elements: int) -> int | None:
+    """Rows of a bounded read (``None``: read it all)."""
+    if math.prod(shape) <= max_elements:
+        return None
+    row = math.prod(shape[1:]) or 1
+    return max(1, max_elements // row)
+
+
 @dataclass
 class Checkpoint:
     """An opened drafter checkpoint: its raw config and its tensor table.
 
-    Build it with :func:`open_checkpoint`. Tensor data is read lazily and only through
-    :meth:`read_tensor` / :meth:`read_slice`.
+    Build it with :func:`open_checkpoint`. Tensor data is read lazily: values as numpy through
+    :meth:`read_array` / :meth:`read_array_slice` (no torch for safetensors), stored tensors as
+    torch through :meth:`read_tensor` / :meth:`read_slice`.
     """
 
     path: Path
@@ -139,18 +191,77 @@ class Checkpoint:
     tensors: dict[str, TensorInfo]
     weight_format: str  # "safetensors" | "safetensors-sharded" | "bin" | "bin-sharded"
     _bin_state: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict, repr=False)
-    _handles: dict[str, Any] = field(default_factory=dict, repr=False)
+    _handles: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
+    _data_start: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict, repr=False)
 
-    # -- tensor data -------------------------------------------------------------------
+    # -- tensor data: values as numpy (the checks) ---------------------------------------
     def has(self, name: str) -> bool:
         return name in self.tensors
 
+    def read_array(self, name: str) -> np.ndarray:
+        """Values of one tensor in full, as numpy (bfloat16/float8 widened to float32). For small tensors."""
+        if self._serves_own_tensors():
+            return tensor_to_array(self.read_tensor(name))
+        return self._array(name, None)
+
+    def read_array_slice(self, name: str, max_elements: int = 1 << 16) -> np.ndarray:
+        """Values of at most about ``max_elements`` elements: leading rows of a matrix, a prefix of a vector."""
+        if self._serves_own_tensors():
+            return tensor_to_array(self.read_slice(name, max_elements))
+        return self._array(name, _leading_rows(self.tensors[name].shape, max_elements))
+
+    def _serves_own_tensors(self) -> bool:
+        """A subclass that overrides the torch readers (repair's planned checkpoint) holds data no file has."""
+        return type(self).read_tensor is not Checkpoint.read_tensor
+
+    def _array(self, name: str, rows: int | None) -> np.ndarray:
+        info = self.tensors[name]
+        if not self.weight_format.startswith("safetensors"):
+            t = self._bin_tensors(info.shard)[name]
+            return tensor_to_array(t if rows is None else t[:rows])
+        try:
+            if info.dtype in RAW_BITS:
+                return self._widened(info, rows)
+            handle = self._handle(info.shard, "numpy")
+            return np.asarray(handle.get_tensor(name) if rows is None else handle.get_slice(name)[:rows])
+        except UnusableInputError:
+            raise
+        except Exception as exc:  # corrupt data region, a dtype no reader knows: report, never crash
+            raise UnusableInputError(
+                f"cannot read tensor {name!r} from {info.shard}: {_one_line(exc)}"
+            ) from None
+
+    def _widened(self, info: TensorInfo, rows: int | None) -> np.ndarray:
+        """A dtype numpy lacks: its raw bytes from the data region, widened to float32."""
+        start, header = self._header(info.shard)
+        begin, end = header[info.name]["data_offsets"]
+        shape = info.shape if rows is None else (min(rows, info.shape[0]), *info.shape[1:])
+        size = math.prod(shape) * RAW_BITS[info.dtype].itemsize
+        if begin + size > end:
+            raise UnusableInputError(f"tensor {info.name!r} in {info.shard} is shorter than its shape")
+        with (self.path / info.shard).open("rb") as fh:
+            fh.seek(start + int(begin))
+            buf = fh.read(size)
+        if len(buf) != size:
+            raise UnusableInputError(f"tensor {info.name!r} in {info.shard} is truncated")
+        return from_bytes(buf, info.dtype, shape)
+
+    def _header(self, shard: str) -> tuple[int, dict[str, Any]]:
+        """(offset of the data region, parsed header) of a safetensors shard ``safe_open`` already validated."""
+        if shard not in self._data_start:
+            with (self.path / shard).open("rb") as fh:
+                (n,) = struct.unpack("<Q", fh.read(8))
+                header = json.loads(fh.read(n))
+            self._data_start[shard] = (8 + n, header)
+        return self._data_start[shard]
+
+    # -- tensor data: stored tensors as torch (repair, reference drafter, vocab tools) ---
     def read_tensor(self, name: str) -> torch.Tensor:
-        """Read one tensor in full. Meant for small tensors (``d2t``, ``t2d``, norms)."""
+        """Read one tensor in full, in its stored dtype (imports torch). Meant for small tensors."""
         info = self.tensors[name]
         if self.weight_format.startswith("safetensors"):
             try:
-                return self._handle(info.shard).get_tensor(name)
+                return self._handle(info.shard, "pt").get_tensor(name)
             except Exception as exc:  # corrupt data region: report, never crash
                 raise UnusableInputError(
                     f"cannot read tensor {name!r} from {info.shard}: {_one_line(exc)}"
@@ -158,28 +269,31 @@ class Checkpoint:
         return self._bin_tensors(info.shard)[name]
 
     def read_slice(self, name: str, max_elements: int = 1 << 16) -> torch.Tensor:
-        """Read at most about ``max_elements`` values: leading rows of a matrix, a prefix of a vector."""
+        """Stored values of at most about ``max_elements`` elements, as torch (imports torch)."""
         info = self.tensors[name]
-        if info.numel <= max_elements:
+        rows = _leading_rows(info.shape, max_elements)
+        if rows is None:
             return self.read_tensor(name)
-        row = math.prod(info.shape[1:]) or 1
-        rows = max(1, max_elements // row)
         if self.weight_format.startswith("safetensors"):
             try:
-                return self._handle(info.shard).get_slice(name)[:rows]
+                return self._handle(info.shard, "pt").get_slice(name)[:rows]
             except Exception as exc:
                 raise UnusableInputError(
                     f"cannot read tensor {name!r} from {info.shard}: {_one_line(exc)}"
                 ) from None
         return self._bin_tensors(info.shard)[name][:rows]
 
-    def _handle(self, shard: str) -> Any:
-        """One open ``safe_open`` handle per shard (the header is parsed once, data mmapped)."""
-        if shard not in self._handles:
+    def _handle(self, shard: str, framework: str) -> Any:
+        """One open ``safe_open`` handle per shard and framework (header parsed once, data mmapped).
+
+        ``framework="pt"`` imports torch inside safetensors; only the torch readers ask for it.
+        """
+        key = (shard, framework)
+        if key not in self._handles:
             from safetensors import safe_open
 
-            self._handles[shard] = safe_open(str(self.path / shard), framework="pt")
-        return self._handles[shard]
+            self._handles[key] = safe_open(str(self.path / shard), framework=framework)
+        return self._handles[key]
 
     def _bin_tensors(self, shard: str) -> dict[str, torch.Tensor]:
         if shard not in self._bin_state:
@@ -210,7 +324,7 @@ def _list_safetensors(path: Path, shard: str) -> dict[str, TensorInfo]:
         )
     out: dict[str, TensorInfo] = {}
     try:
-        with safe_open(str(file), framework="pt") as fh:
+        with safe_open(str(file), framework="numpy") as fh:  # the header only; "pt" would import torch
             for name in fh.keys():  # noqa: SIM118 - safe_open has no __iter__
                 sl = fh.get_slice(name)
                 shape = tuple(int(d) for d in sl.get_shape())
@@ -246,6 +360,8 @@ def safe_torch_load(file: Path) -> Any:
     """
     if not file.is_file():
         raise UnusableInputError(f"file missing: {file}", path=str(file))
+    import torch  # heavy (~1 s): only .bin input, probes, repair and training come here
+
     mmap = zipfile.is_zipfile(file)  # mmap needs the zip-based format (torch >= 1.6)
     try:
         with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": stderr must stay one line
@@ -269,6 +385,8 @@ def _load_bin(file: Path) -> dict[str, torch.Tensor]:
     if not file.is_file():
         raise UnusableInputError(f"weights file missing: {file}", path=str(file))
     obj = safe_torch_load(file)
+    import torch  # already loaded by safe_torch_load
+
     if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
         obj = obj["state_dict"]
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
@@ -279,7 +397,7 @@ def _load_bin(file: Path) -> dict[str, torch.Tensor]:
 def _bin_infos(shard: str, state: dict[str, torch.Tensor]) -> dict[str, TensorInfo]:
     out = {}
     for name, t in state.items():
-        dtype = _TORCH_TO_ST.get(t.dtype, str(t.dtype).replace("torch.", "").upper())
+        dtype = st_dtype(t.dtype)
         shape = tuple(int(d) for d in t.shape)
         out[name] = TensorInfo(name, shape, dtype, shard, _nbytes(shape, dtype))
     return out

@@ -10,13 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+import numpy as np
 
 from eagle3_forensics.io.checkpoint import Checkpoint, open_checkpoint
 from eagle3_forensics.io.config import DrafterConfig
 from eagle3_forensics.io.layout import FormatInfo, detect_format
 from eagle3_forensics.io.target import TargetInfo, open_target
+
+if TYPE_CHECKING:
+    import torch
 
 # Tensors small enough to read in full for any real drafter.
 SMALL_TENSOR_ELEMENTS = 1 << 22
@@ -29,6 +33,7 @@ class DrafterFiles:
     ckpt: Checkpoint
     target: TargetInfo | None = None
     _tensors: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
+    _arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @cached_property
     def cfg(self) -> DrafterConfig:
@@ -38,8 +43,18 @@ class DrafterFiles:
     def fmt(self) -> FormatInfo:
         return detect_format(self.ckpt, self.cfg)
 
+    def array(self, name: str) -> np.ndarray | None:
+        """A small tensor's values in full as numpy (cached; no torch for safetensors); ``None`` if absent
+        or too big to read whole. bfloat16/float8 come widened to float32."""
+        info = self.ckpt.tensors.get(name)
+        if info is None or info.numel > SMALL_TENSOR_ELEMENTS:
+            return None
+        if name not in self._arrays:
+            self._arrays[name] = self.ckpt.read_array(name)
+        return self._arrays[name]
+
     def tensor(self, name: str) -> torch.Tensor | None:
-        """A small tensor in full (cached); ``None`` if absent or too big to read whole."""
+        """A small tensor in full, as stored, as torch (cached; imports torch); ``None`` as for :meth:`array`."""
         info = self.ckpt.tensors.get(name)
         if info is None or info.numel > SMALL_TENSOR_ELEMENTS:
             return None

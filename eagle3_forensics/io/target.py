@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.io.checkpoint import (
@@ -18,6 +16,9 @@ from eagle3_forensics.io.checkpoint import (
     open_checkpoint,
     read_config,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 _EMBED_SUFFIX = "embed_tokens.weight"
 
@@ -76,10 +77,12 @@ class TargetInfo:
         return min(names, key=len) if names else None
 
     def embedding(self) -> torch.Tensor | None:
+        """The target's input embedding as stored, as torch (imports torch; its callers compute with it)."""
         name = self.tensor_name(_EMBED_SUFFIX)
         return None if name is None or self.weights is None else self.weights.read_tensor(name)
 
     def lm_head(self) -> torch.Tensor | None:
+        """The target's ``lm_head.weight`` as stored, as torch (imports torch)."""
         name = "lm_head.weight" if self.weights is not None and self.weights.has("lm_head.weight") else None
         return None if name is None or self.weights is None else self.weights.read_tensor(name)
 

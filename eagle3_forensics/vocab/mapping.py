@@ -30,14 +30,18 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import zip_longest
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 # kind -> one-line meaning
 KINDS: dict[str, str] = {
@@ -57,9 +61,23 @@ KINDS: dict[str, str] = {
 CONSISTENT_KINDS = frozenset({"consistent_offsets", "unverified_offsets", "full_vocab"})
 
 
+def _torch() -> ModuleType:
+    """torch, imported on first use: classification is numpy-only, so ``diagnose`` never loads torch;
+    the functions that return tensors (conversions, built maps, the lm_head check) import it."""
+    import torch
+
+    return torch
+
+
+def _is_tensor(x: Any) -> bool:
+    """``x`` is a torch tensor (without importing torch: if it is not loaded, ``x`` cannot be one)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
 def _np(x: Any) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu().numpy()
+    if _is_tensor(x):
+        return np.asarray(x.detach().cpu().numpy())
     return np.asarray(x)
 
 
@@ -282,7 +300,7 @@ def _classify_alone(
 def d2t_from_t2d(t2d: Any) -> torch.Tensor:
     """Offsets ``d2t`` implied by a ``t2d`` mask (the trainers' ascending order)."""
     sel = np.flatnonzero(_np(t2d).astype(bool)).astype(np.int64)
-    return torch.from_numpy(sel - np.arange(sel.shape[0], dtype=np.int64))
+    return _torch().from_numpy(sel - np.arange(sel.shape[0], dtype=np.int64))
 
 
 def t2d_from_d2t(d2t: Any, target_vocab_size: int) -> torch.Tensor:
@@ -293,17 +311,17 @@ def t2d_from_d2t(d2t: Any, target_vocab_size: int) -> torch.Tensor:
         raise ValueError("d2t maps outside the target vocabulary; it is not an offsets encoding")
     mask = np.zeros(target_vocab_size, dtype=bool)
     mask[targets] = True
-    return torch.from_numpy(mask)
+    return _torch().from_numpy(mask)
 
 
 def absolute_to_offsets(d2t_absolute: Any) -> torch.Tensor:
     d = _np(d2t_absolute).astype(np.int64)
-    return torch.from_numpy(d - np.arange(d.shape[0], dtype=np.int64))
+    return _torch().from_numpy(d - np.arange(d.shape[0], dtype=np.int64))
 
 
 def offsets_to_absolute(d2t_offsets: Any) -> torch.Tensor:
     d = _np(d2t_offsets).astype(np.int64)
-    return torch.from_numpy(d + np.arange(d.shape[0], dtype=np.int64))
+    return _torch().from_numpy(d + np.arange(d.shape[0], dtype=np.int64))
 
 
 def undo_double_offset(d2t_double: Any) -> torch.Tensor:
@@ -428,11 +446,11 @@ class VocabMapping:
 
 
 def _as_array(x: Any, what: str) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
+    if _is_tensor(x):
         x = x.detach().cpu()
-        if x.dtype == torch.bfloat16:
+        if str(x.dtype) == "torch.bfloat16":
             x = x.float()
-        return x.numpy()
+        return np.asarray(x.numpy())
     arr = np.asarray(x)
     if arr.dtype == object:
         raise ValueError(f"{what} is ragged or not numeric; pass one array per row instead")
@@ -440,7 +458,7 @@ def _as_array(x: Any, what: str) -> np.ndarray:
 
 
 def _is_array_like(x: Any) -> bool:
-    return isinstance(x, (np.ndarray, torch.Tensor))
+    return isinstance(x, np.ndarray) or _is_tensor(x)
 
 
 def _is_pair(x: Any) -> bool:
@@ -826,6 +844,7 @@ def select_draft_vocab(
     t2d = np.zeros(big_v, dtype=bool)
     t2d[sel] = True
     d2t = sel - np.arange(draft_vocab_size, dtype=np.int64)
+    torch = _torch()
     return VocabMapping(torch.from_numpy(d2t), torch.from_numpy(t2d), c, int(padded), tie_break, tc.tokens)
 
 
@@ -1059,7 +1078,7 @@ def suggest_d2t_fix(
     rebuild from ``t2d``; each result is re-classified (``verified_kind``) before it is offered."""
     res = classify_mapping(d2t, t2d, target_vocab_size, draft_vocab_size)
     if res.consistent:
-        keep = None if d2t is None else torch.as_tensor(_np(d2t)).to(torch.int64)
+        keep = None if d2t is None else _torch().from_numpy(_np(d2t).astype(np.int64))
         return D2TFix(
             res.kind,
             "nothing to fix: nonzero(t2d) == d2t + arange(v) holds"
@@ -1141,6 +1160,7 @@ def check_lm_head_rows(
     t2d: Any | None = None,
 ) -> LmHeadRowCheck:
     """Compare draft head rows with the target head rows each candidate map points at."""
+    torch = _torch()
     dh = (
         draft_lm_head
         if isinstance(draft_lm_head, torch.Tensor)
