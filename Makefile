@@ -65,6 +65,7 @@ test-engine: $(ENGINE_STAMP)  ## run the real-vLLM tests (marked engine) against
 		timeout 1500 $(ENGINE_PY) -m pytest -q -m engine -p no:cacheprovider tests/engine
 
 bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in one run)
+	$(PY) benchmarks/bench_cli.py
 	$(PY) benchmarks/bench_diagnose.py
 	$(PY) benchmarks/bench_vocab.py
 	$(PY) benchmarks/bench_probe.py
