@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 # -- sizes --------------------------------------------------------------------------------------
 
@@ -451,3 +451,24 @@ def build_target(
             metadata={"format": "pt"},
         )
     return d
+
+
+# -- a hostile drafter --------------------------------------------------------------------------
+
+#: a tensor name that runs script if a renderer forgets to escape it: it sets ``data-xss="1"`` on
+#: ``<html>`` (no quotes, so its escaped form is the same for every HTML escaper)
+TENSOR_PAYLOAD = "<img src=x onerror=document.documentElement.dataset.xss=1>"
+#: a directory name (no ``/``) that does the same through another element: ``data-xss="2"``
+DIR_PAYLOAD = "<svg onload=document.documentElement.dataset.xss=2>"
+
+
+def build_hostile_drafter(parent: str | Path, source: str | Path) -> Path:
+    """``source`` (a healthy drafter) copied to ``parent/DIR_PAYLOAD`` with one more tensor, named
+    :data:`TENSOR_PAYLOAD` (a copy of ``t2d``, so the drafter still diagnoses and runs)."""
+    src, dst = Path(source), Path(parent) / DIR_PAYLOAD
+    dst.mkdir(parents=True)
+    (dst / "config.json").write_bytes((src / "config.json").read_bytes())
+    tensors = load_file(str(src / "model.safetensors"))
+    tensors[TENSOR_PAYLOAD] = tensors["t2d"].clone()
+    save_file(tensors, str(dst / "model.safetensors"))
+    return dst

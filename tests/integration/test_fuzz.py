@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
+from builders import DrafterSpec, build_drafter, build_target, drafter_config, speculators_spec
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from safetensors.torch import save_file
 
 from eagle3_forensics.checks.diagnose import Diagnosis, diagnose, inspect_checkpoint
 from eagle3_forensics.errors import UnusableInputError
@@ -40,120 +39,14 @@ FUZZ_SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 
-# -- a tiny, valid drafter and target ------------------------------------------------------------
+# -- the seeds: the shared builders' healthy drafters and target ---------------------------------
 
-H, V, DRAFT_V, INTER, N_TARGET_LAYERS = 16, 64, 32, 32, 8
 AUX = "eagle_aux_hidden_state_layer_ids"
-
-
-def _vocab() -> tuple[torch.Tensor, torch.Tensor]:
-    sel = torch.cat([torch.arange(8), torch.arange(8, V, 2)[: DRAFT_V - 8]])
-    d2t = sel - torch.arange(DRAFT_V)
-    t2d = torch.zeros(V, dtype=torch.bool)
-    t2d[sel] = True
-    return d2t.to(torch.int64), t2d
-
-
-def _decoder(prefix: str, g: torch.Generator) -> dict[str, torch.Tensor]:
-    def w(*shape: int) -> torch.Tensor:
-        return torch.randn(*shape, generator=g) * 0.02
-
-    return {
-        f"{prefix}.hidden_norm.weight": torch.rand(H, generator=g) + 0.5,
-        f"{prefix}.input_layernorm.weight": torch.rand(H, generator=g) + 0.5,
-        f"{prefix}.post_attention_layernorm.weight": torch.rand(H, generator=g) + 0.5,
-        f"{prefix}.self_attn.q_proj.weight": w(H, 2 * H),
-        f"{prefix}.self_attn.k_proj.weight": w(H, 2 * H),
-        f"{prefix}.self_attn.v_proj.weight": w(H, 2 * H),
-        f"{prefix}.self_attn.o_proj.weight": w(H, H),
-        f"{prefix}.mlp.gate_proj.weight": w(INTER, H),
-        f"{prefix}.mlp.up_proj.weight": w(INTER, H),
-        f"{prefix}.mlp.down_proj.weight": w(H, INTER),
-    }
-
-
-def _target_embedding() -> torch.Tensor:
-    return torch.randn(V, H, generator=torch.Generator().manual_seed(1))
-
-
-FLAT_CONFIG: dict[str, Any] = {
-    "architectures": ["LlamaForCausalLMEagle3"],
-    "model_type": "llama",
-    "hidden_size": H,
-    "intermediate_size": INTER,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-    "head_dim": 8,
-    "vocab_size": V,
-    "draft_vocab_size": DRAFT_V,
-    "tie_word_embeddings": False,
-    "rms_norm_eps": 1e-6,
-    "rope_theta": 10000.0,
-    "max_position_embeddings": 2048,
-    "torch_dtype": "float32",
-}
-
-SPECULATORS_CONFIG: dict[str, Any] = {
-    "architectures": ["Eagle3Speculator"],
-    "speculators_model_type": "eagle3",
-    "speculators_config": {
-        "algorithm": "eagle3",
-        "verifier": {"name_or_path": "target", "architectures": ["LlamaForCausalLM"]},
-    },
-    "transformer_layer_config": {
-        k: v for k, v in FLAT_CONFIG.items() if k not in ("architectures", "draft_vocab_size")
-    },
-    "draft_vocab_size": DRAFT_V,
-    "norm_before_residual": False,
-    "norm_before_fc": False,
-    "fc_norm": False,
-    "norm_output": False,
-    "target_hidden_size": None,
-    AUX: [2, 4, 5],
-    "eagle_config": {AUX: [1, 3, 4]},
-}
-
-
-def write_drafter(out: Path, style: str = "flat") -> Path:
-    """A one-layer EAGLE-3 drafter (hidden 16, vocab 64 → 32) that diagnoses clean."""
-    out.mkdir(parents=True, exist_ok=True)
-    g = torch.Generator().manual_seed(0)
-    d2t, t2d = _vocab()
-    prefix = "midlayer" if style == "flat" else "layers.0"
-    tensors = {
-        "fc.weight": torch.randn(H, 3 * H, generator=g) * 0.02,
-        "lm_head.weight": torch.randn(DRAFT_V, H, generator=g) * 0.02,
-        "norm.weight": torch.rand(H, generator=g) + 0.5,
-        "d2t": d2t,
-        "t2d": t2d,
-        **_decoder(prefix, g),
-    }
-    if style == "speculators":
-        tensors["embed_tokens.weight"] = _target_embedding()
-    save_file(tensors, str(out / "model.safetensors"))
-    cfg = FLAT_CONFIG if style == "flat" else SPECULATORS_CONFIG
-    (out / "config.json").write_text(json.dumps(cfg, indent=2))
-    return out
-
-
-def write_target(out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    cfg = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "hidden_size": H,
-        "num_hidden_layers": N_TARGET_LAYERS,
-        "vocab_size": V,
-        "max_position_embeddings": 4096,
-        "rope_theta": 10000.0,
-    }
-    (out / "config.json").write_text(json.dumps(cfg))
-    save_file(
-        {"model.embed_tokens.weight": _target_embedding(), "lm_head.weight": torch.ones(V, H)},
-        str(out / "model.safetensors"),
-    )
-    return out
+FLAT = DrafterSpec()
+# speculators with every field the engines read spelled out, nested aux ids included
+SPECULATORS = speculators_spec(aux_nested=[1, 3, 4], norm_before_fc=False, fc_norm=False, norm_output=False)
+FLAT_CONFIG: dict[str, Any] = drafter_config(FLAT)
+SPECULATORS_CONFIG: dict[str, Any] = drafter_config(SPECULATORS)
 
 
 # -- running one example ------------------------------------------------------------------------
@@ -207,9 +100,9 @@ def run_bounded(path: Path, target: Path | None) -> Diagnosis:
 def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("fuzz_base")
     return {
-        "flat": write_drafter(root / "flat", "flat"),
-        "speculators": write_drafter(root / "speculators", "speculators"),
-        "target": write_target(root / "target"),
+        "flat": build_drafter(root / "flat", FLAT),
+        "speculators": build_drafter(root / "speculators", SPECULATORS),
+        "target": build_target(root / "target", with_weights=True),
         "work": root / "work",
     }
 

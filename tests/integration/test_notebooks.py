@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import ast
+import html
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from builders import DIR_PAYLOAD, TENSOR_PAYLOAD
 
 nbformat = pytest.importorskip("nbformat")
 papermill = pytest.importorskip("papermill")
@@ -40,8 +41,6 @@ NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 DEMO = ROOT / "data" / "demo"
 NB01 = NOTEBOOK_DIR / "01_checkpoint_keys.ipynb"
-PAYLOAD = "<img src=x onerror=alert(1)>"
-DIR_PAYLOAD = "<svg onload=alert(2)>"  # no '/', so it can be a directory name
 DISPLAY_NAMES = {"display", "HTML", "print"}
 
 
@@ -237,24 +236,10 @@ def test_rendered_report_hides_code_and_loads_nothing_remote(demo_report: tuple[
 # -- HTML escaping -------------------------------------------------------------------------------
 
 
-def _evil_drafter(root: Path) -> Path:
-    from safetensors.torch import load_file, save_file
-
-    src = DEMO / "drafters" / "healthy"
-    dst = root / DIR_PAYLOAD
-    dst.mkdir(parents=True)
-    shutil.copy(src / "config.json", dst / "config.json")
-    tensors = load_file(str(src / "model.safetensors"))
-    tensors[PAYLOAD] = tensors["t2d"].clone()
-    save_file(tensors, str(dst / "model.safetensors"))
-    return dst
-
-
-def test_display_escapes_tensor_names(tmp_path: Path) -> None:
-    path = _evil_drafter(tmp_path)
-    d = diagnose(path, target=DEMO / "target")
-    ins = inspect_checkpoint(path)
-    assert PAYLOAD in {t.name for t in ins.tensors}
+def test_display_escapes_tensor_names(hostile_drafter: Path) -> None:
+    d = diagnose(hostile_drafter, target=DEMO / "target")
+    ins = inspect_checkpoint(hostile_drafter)
+    assert TENSOR_PAYLOAD in {t.name for t in ins.tensors}
     pages = {
         "verdict": verdict_html(d),
         "findings": findings_html(d),
@@ -265,17 +250,18 @@ def test_display_escapes_tensor_names(tmp_path: Path) -> None:
         **{f"key fates {e}": table_html(key_fate_table(d, e)) for e in d.loads},
     }
     for what, page in pages.items():
-        for raw in (PAYLOAD, DIR_PAYLOAD, "<img", "<svg"):
+        for raw in (TENSOR_PAYLOAD, DIR_PAYLOAD, "<img", "<svg"):
             assert raw not in page, f"{what}: unescaped {raw!r}"
-    assert "&lt;img src=x onerror=alert(1)&gt;" in pages["key fates"]
-    assert "&lt;img src=x onerror=alert(1)&gt;" in pages["tensors"]
-    assert "&lt;svg onload=alert(2)&gt;" in pages["verdict"]
+    assert html.escape(TENSOR_PAYLOAD) in pages["key fates"]
+    assert html.escape(TENSOR_PAYLOAD) in pages["tensors"]
+    assert html.escape(DIR_PAYLOAD) in pages["verdict"]
 
 
 @pytest.mark.timeout(300)
-def test_report_escapes_and_continues_past_failures(tmp_path: Path) -> None:
+def test_report_escapes_and_continues_past_failures(hostile_drafter: Path, tmp_path: Path) -> None:
     demo_dir = tmp_path / "demo"
-    _evil_drafter(demo_dir / "drafters")
+    (demo_dir / "drafters").mkdir(parents=True)
+    (demo_dir / "drafters" / DIR_PAYLOAD).symlink_to(hostile_drafter, target_is_directory=True)
     (demo_dir / "drafters" / "empty").mkdir()  # unreadable: the notebook fails
     (demo_dir / "target").symlink_to(DEMO / "target", target_is_directory=True)
     out = tmp_path / "out"
@@ -288,5 +274,5 @@ def test_report_escapes_and_continues_past_failures(tmp_path: Path) -> None:
     assert (out / "empty__01_checkpoint_keys.html").is_file()  # failed runs are rendered too
     for page in [out / "index.html", *out.glob("*.html")]:
         text = page.read_text()
-        for raw in (PAYLOAD, DIR_PAYLOAD):
+        for raw in (TENSOR_PAYLOAD, DIR_PAYLOAD):
             assert raw not in text, f"{page.name}: unescaped {raw!r}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import html
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import TENSOR_PAYLOAD
 
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("papermill")
@@ -527,24 +529,17 @@ def test_explorers_static_and_interactive() -> None:
     assert "application/vnd.jupyter.widget-view+json" in live._repr_mimebundle_()
 
 
-def test_explorers_escape_untrusted_names(tmp_path: Path) -> None:
-    from safetensors.torch import load_file, save_file
-
+def test_explorers_escape_untrusted_names(hostile_drafter: Path) -> None:
     from eagle3_forensics.views.widgets import tensor_browser, token_lookup
 
-    src = DEMO / "drafters" / "healthy"
-    dst = tmp_path / "evil"
-    dst.mkdir()
-    (dst / "config.json").write_text((src / "config.json").read_text())
-    tensors = load_file(str(src / "model.safetensors"))
-    tensors[PAYLOAD] = tensors["t2d"].clone()
-    save_file(tensors, str(dst / "model.safetensors"))
-    page = tensor_browser(dst, DEMO / "target", interactive=False)._repr_mimebundle_()["text/html"]
-    assert PAYLOAD not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
-    page = token_lookup(dst, DEMO / "target", queries=[PAYLOAD], interactive=False)._repr_mimebundle_()[
+    page = tensor_browser(hostile_drafter, DEMO / "target", interactive=False)._repr_mimebundle_()[
         "text/html"
     ]
-    assert PAYLOAD not in page and "<img" not in page
+    assert TENSOR_PAYLOAD not in page and html.escape(TENSOR_PAYLOAD) in page
+    page = token_lookup(
+        hostile_drafter, DEMO / "target", queries=[TENSOR_PAYLOAD], interactive=False
+    )._repr_mimebundle_()["text/html"]
+    assert TENSOR_PAYLOAD not in page and "<img" not in page
 
 
 def test_changes_against_a_previous_run_are_shown() -> None:
