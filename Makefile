@@ -31,6 +31,19 @@ test: setup  ## lint, type-check and run the test suite (CPU)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
 
+browser: setup  ## Debian's chromium (apt-get, once) and Playwright for Python: what tests/browser needs
+	@if [ -x /usr/bin/chromium ]; then \
+		echo "chromium: $$(/usr/bin/chromium --version 2>/dev/null | tail -1)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium \
+			|| { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }; \
+	else \
+		echo "make browser: /usr/bin/chromium is missing; install Debian's chromium as root" >&2; exit 1; \
+	fi
+	@# Playwright comes with the dev extra; never `playwright install` (it downloads its own browsers).
+	@$(PY) -c "import playwright" 2>/dev/null || $(PY) -m pip install -q -c constraints.txt playwright
+	@$(PY) -c "import playwright.sync_api; print('playwright for Python: ok')"
+
 lint: setup  ## ruff + mypy only
 	$(VENV)/bin/ruff check eagle3_forensics tests benchmarks scripts
 	$(VENV)/bin/ruff format --check eagle3_forensics tests benchmarks scripts
@@ -74,4 +87,4 @@ bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf reports build .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup data report test lint bench clean engine-env test-engine
+.PHONY: help setup data report test lint browser bench clean engine-env test-engine
