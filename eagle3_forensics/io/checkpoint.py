@@ -26,7 +26,7 @@ import re
 import struct
 import warnings
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,20 +88,15 @@ def st_dtype(dtype: torch.dtype) -> str:
     return _ST_BY_TORCH_NAME.get(name, name.replace("torch.", "").upper())
 
 
-class _TorchDtypeTable(Mapping[Any, str]):
-    """``{torch.dtype: safetensors name}`` looked up by ``str(dtype)``: building it needs no torch."""
+def torch_dtype_of(st_name: str) -> torch.dtype | None:
+    """The torch dtype stored under a safetensors dtype name (imports torch); ``None`` for names
+    outside the common table."""
+    import torch  # only repair, which builds tensors, asks
 
-    def __getitem__(self, key: Any) -> str:
-        return _ST_BY_TORCH_NAME[str(key)]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(_ST_BY_TORCH_NAME)
-
-    def __len__(self) -> int:
-        return len(_ST_BY_TORCH_NAME)
+    name = next((t for t, st in _ST_BY_TORCH_NAME.items() if st == st_name), None)
+    return None if name is None else getattr(torch, name.removeprefix("torch."))
 
 
-_TORCH_TO_ST: Mapping[Any, str] = _TorchDtypeTable()  # kept for repair; new code uses st_dtype
 FLOAT_DTYPES = frozenset({"F16", "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2"})
 INT_DTYPES = frozenset({"I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64"})
 

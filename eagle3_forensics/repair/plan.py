@@ -45,12 +45,13 @@ from eagle3_forensics.engines.simulate import (
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.findings import Finding, Severity, sort_findings
 from eagle3_forensics.io.checkpoint import (
-    _TORCH_TO_ST,
     CONFIG_FILE,
     SAFETENSORS_FILE,
     Checkpoint,
     TensorInfo,
     open_checkpoint,
+    st_dtype,
+    torch_dtype_of,
 )
 from eagle3_forensics.io.config import AUX_FIELD, EAGLE, LAYER, NORM_FLAGS, TOP, DrafterConfig
 from eagle3_forensics.io.layout import is_drafter_weight
@@ -264,7 +265,7 @@ class _PlannedCheckpoint(Checkpoint):
 
 
 def _info(name: str, t: torch.Tensor, shard: str = SAFETENSORS_FILE) -> TensorInfo:
-    dtype = _TORCH_TO_ST.get(t.dtype, str(t.dtype).replace("torch.", "").upper())
+    dtype = st_dtype(t.dtype)
     shape = tuple(int(d) for d in t.shape)
     return TensorInfo(name, shape, dtype, shard, t.numel() * t.element_size())
 
@@ -979,7 +980,7 @@ class _Planner:
             emb = tinfo.weights.read_tensor(tname)
             float_dtypes = [p.info.dtype for p in self.planned.values() if p.info.is_float]
             dtype = max(set(float_dtypes), key=float_dtypes.count) if float_dtypes else None
-            torch_dtype = next((t for t, s in _TORCH_TO_ST.items() if s == dtype), emb.dtype)
+            torch_dtype = (torch_dtype_of(dtype) if dtype else None) or emb.dtype
             emb = emb.to(torch_dtype).contiguous()
             self.planned[name] = _Planned(name, _info(name, emb), None, emb)
             self.step(

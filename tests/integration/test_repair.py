@@ -504,3 +504,21 @@ def test_json_output_is_one_object(tmp_path: Path, capsys: pytest.CaptureFixture
     assert obj["status"] == "repaired" and obj["verification"]["errors"] == []
     assert obj["plan"]["coverage"]["KEYS_DROPPED_BY_ENGINE"]["status"] == "fixed"
     assert obj["record"]["tensors"]["copied_bit_exact"] > 0
+
+
+def test_sglang_ships_the_target_embedding_in_the_drafter_dtype(tmp_path: Path) -> None:
+    """target_hidden_size != hidden_size: SGLang keeps the checkpoint's embedding, so repair ships the
+    target's, cast to the drafter's float dtype."""
+    from safetensors import safe_open
+
+    src = build_drafter(
+        tmp_path / "src", DrafterSpec(target_hidden_size=48, embed="absent", dtype=torch.bfloat16)
+    )
+    emb = torch.randn(64, 32, generator=torch.Generator().manual_seed(3))
+    tgt = build_target(tmp_path / "t", hidden=48, with_weights=True, embedding=emb)
+    r = repair(src, "sglang", tmp_path / "out", target=tgt)
+    assert r.status == "repaired", r.message
+    assert any(s.tensors == ["embed_tokens.weight"] for s in r.plan.steps)
+    with safe_open(str(tmp_path / "out" / "model.safetensors"), framework="pt") as fh:
+        shipped = fh.get_tensor("embed_tokens.weight")
+    assert shipped.dtype == torch.bfloat16 and torch.equal(shipped, emb.to(torch.bfloat16))

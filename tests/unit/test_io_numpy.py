@@ -11,7 +11,7 @@ import pytest
 import torch
 from builders import DrafterSpec, drafter_config, drafter_tensors, write_checkpoint
 
-from eagle3_forensics.io.checkpoint import open_checkpoint, st_dtype
+from eagle3_forensics.io.checkpoint import open_checkpoint, st_dtype, torch_dtype_of
 from eagle3_forensics.io.dtypes import RAW_BITS, widen
 
 _FP8 = {"F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2, "F8_E8M0": torch.float8_e8m0fnu}
@@ -39,6 +39,7 @@ def test_st_dtype_spells_torch_dtypes_without_torch_keys() -> None:
     assert st_dtype(torch.bfloat16) == "BF16"
     assert st_dtype(torch.bool) == "BOOL"
     assert st_dtype(torch.float8_e4m3fn) == "FLOAT8_E4M3FN"  # as before: the torch name, upper case
+    assert torch_dtype_of("BF16") is torch.bfloat16 and torch_dtype_of("F8_E4M3") is None
 
 
 def _values(t: torch.Tensor) -> np.ndarray:
