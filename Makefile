@@ -23,11 +23,14 @@ data: setup  ## regenerate the deterministic demo world (trained target + drafte
 	$(PY) -m eagle3_forensics make-demo data/demo
 	$(PY) -m eagle3_forensics.demo.corpus data/demo
 
+notebooks: setup  ## rewrite notebooks/NN_*.ipynb from their jupytext sources notebooks/NN_*.py (stable ids, no outputs)
+	$(PY) scripts/make_notebooks.py
+
 report: setup  ## every notebook over every demo drafter (configs/demo.yaml), gated by configs/demo_baseline.json -> reports/
 	$(PY) -m eagle3_forensics run --config configs/demo.yaml --out reports --baseline configs/demo_baseline.json
 
 test: setup  ## lint, type-check and run the test suite (CPU)
-	$(VENV)/bin/ruff check eagle3_forensics tests benchmarks scripts
+	$(VENV)/bin/ruff check eagle3_forensics tests benchmarks scripts notebooks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
 
@@ -45,8 +48,8 @@ browser: setup  ## Debian's chromium (apt-get, once) and Playwright for Python: 
 	@$(PY) -c "import playwright.sync_api; print('playwright for Python: ok')"
 
 lint: setup  ## ruff + mypy only
-	$(VENV)/bin/ruff check eagle3_forensics tests benchmarks scripts
-	$(VENV)/bin/ruff format --check eagle3_forensics tests benchmarks scripts
+	$(VENV)/bin/ruff check eagle3_forensics tests benchmarks scripts notebooks
+	$(VENV)/bin/ruff format --check eagle3_forensics tests benchmarks scripts notebooks
 	$(VENV)/bin/mypy
 
 # --- the real-engine tier: vLLM's CPU build in its own venv (several GB; see README "Live servers") ---
@@ -87,4 +90,4 @@ bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf reports build .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup data report test lint browser bench clean engine-env test-engine
+.PHONY: help setup data notebooks report test lint browser bench clean engine-env test-engine

@@ -639,6 +639,17 @@ class LoadedMapping:
     def classify(self) -> VocabClassification:
         return classify_mapping(self.d2t, self.t2d, self.target_vocab_size, self.draft_vocab_size)
 
+    def sizes(self) -> tuple[int, int]:
+        """``(V, v)``, the target and draft vocabulary sizes, for the functions that need both;
+        :class:`UnusableInputError` when the map and its config do not say them."""
+        if self.target_vocab_size is None or self.draft_vocab_size is None:
+            raise UnusableInputError(
+                f"{self.label}: the vocabulary sizes are unknown (target {self.target_vocab_size}, draft "
+                f"{self.draft_vocab_size}); pass a checkpoint with its config.json or a target",
+                path=str(self.path),
+            )
+        return self.target_vocab_size, self.draft_vocab_size
+
     def selected(self) -> tuple[np.ndarray, str]:
         """The target ids this map selects and where they were read from (see ``vocab.selected_ids``)."""
         return selected_ids(self.d2t, self.t2d, self.target_vocab_size, self.draft_vocab_size)

@@ -39,6 +39,7 @@ pytestmark = pytest.mark.notebooks
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+SOURCES = sorted(p for p in NOTEBOOK_DIR.glob("*.py") if re.fullmatch(r"\d\d_[a-z0-9_]+\.py", p.name))
 DEMO = ROOT / "data" / "demo"
 NB01 = NOTEBOOK_DIR / "01_checkpoint_keys.ipynb"
 DISPLAY_NAMES = {"display", "HTML", "print"}
@@ -66,7 +67,13 @@ def test_notebooks_exist() -> None:
     assert NB01 in NOTEBOOKS
 
 
-def test_generator_is_up_to_date() -> None:
+def test_every_notebook_has_its_jupytext_source() -> None:
+    assert SOURCES, "no notebooks/NN_name.py sources"
+    assert [p.stem for p in SOURCES] == [p.stem for p in NOTEBOOKS]
+
+
+def test_pairs_are_in_sync() -> None:
+    """Each committed .ipynb is exactly what scripts/make_notebooks.py makes of its .py."""
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "make_notebooks.py"), "--check"],
         capture_output=True,
@@ -74,6 +81,24 @@ def test_generator_is_up_to_date() -> None:
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=_ids(SOURCES))
+def test_pair_matches_jupytext_both_ways(source: Path) -> None:
+    """jupytext itself agrees: the .ipynb read from the .py has the committed cells (ignoring only
+    what jupytext regenerates: cell ids), and the .py written from the committed .ipynb is the
+    committed .py (so saving in JupyterLab with jupytext rewrites nothing)."""
+    jupytext = pytest.importorskip("jupytext")
+    committed = nbformat.read(str(source.with_suffix(".ipynb")), as_version=4)
+    text = source.read_text(encoding="utf-8")
+    read = jupytext.reads(text, fmt="py:percent")
+    assert [(c.cell_type, c.source, c.metadata) for c in read.cells] == [
+        (c.cell_type, c.source, c.metadata) for c in committed.cells
+    ]
+    assert read.metadata["kernelspec"] == committed.metadata["kernelspec"]
+    assert committed.metadata["jupytext"]["formats"] == "ipynb,py:percent"
+    assert read.metadata["jupytext"]["formats"] == "ipynb,py:percent"
+    assert jupytext.writes(committed, fmt="py:percent") == text
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
@@ -95,7 +120,10 @@ def test_notebook_hygiene(path: Path) -> None:
     for node in ast.parse(params[0].source).body:  # plain literals only (papermill appends overrides)
         assert isinstance(node, ast.Assign | ast.AnnAssign), ast.dump(node)
         assert node.value is not None
-        ast.literal_eval(node.value)
+        value = ast.literal_eval(node.value)
+        for item in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(item, str) and "/" in item:  # a path: the demo world, relative to notebooks/
+                assert item.startswith("../data/demo/"), f"default {item!r} is not under ../data/demo"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))

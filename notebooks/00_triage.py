@@ -1,0 +1,142 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 00 · Triage: open this first
+#
+# One drafter, one page: the **verdict** (overall and per engine), the **top findings with their
+# fixes**, what each engine's loader would do with the checkpoint (**load summary**), and the live
+# **acceptance** (acceptance length and per-position acceptance) when a target and prompts are given.
+# The other notebooks go deeper: 01 every key and its fate per engine, 02 the vocabulary map, 03
+# corpus coverage, 04 the full accept-rate probe with the aux-layer sweep.
+#
+# The **Explore** section at the end has three explorers: a tensor/key browser with a filter, a
+# draft↔target token lookup (type a token string, a target id, or `d:<draft id>`) and probe controls.
+# In JupyterLab they are live widgets; under papermill and in HTML reports the same cells show static
+# tables and figures (the parameters `key_filter` and `lookup` choose what they show).
+#
+# Headless: `papermill notebooks/00_triage.ipynb out.ipynb --cwd notebooks -p checkpoint PATH`
+# (`-p target None` for static checks only). All logic lives in `eagle3_forensics`.
+
+# %% tags=["parameters"]
+checkpoint = "../data/demo/drafters/d2t_absolute"  # drafter directory: config.json + weights
+target = "../data/demo/target"  # target model directory, or None (no cross-checks, no acceptance)
+engine = "all"  # engines to simulate: "all", "sglang", "vllm", "eagle" or "speculators"
+prompts = "../data/demo/prompts.jsonl"  # probe prompts (.jsonl with {"prompt": ...} or one per line), or None
+max_prompts = 4  # how many of the prompts the probe uses (the first ones)
+k = 3  # draft tokens per cycle
+max_new_tokens = 32  # new tokens per prompt (EOS ignored)
+probe_engine = "reference"  # probe view: "reference", "sglang", "vllm", "eagle" or "speculators"
+device = "auto"  # "auto" (CUDA in bf16 when present, else CPU in fp32), "cpu" or "cuda"
+ids = "../data/demo/corpus_ids.safetensors"  # token ids (input_ids + loss_mask) for coverage, or None
+top = 5  # finding codes shown in full (errors first)
+lookup = None  # token strings / ids the static token lookup shows; None: the most frequent corpus tokens
+key_filter = ""  # filter of the tensor browser: a substring, or "re:PATTERN"
+
+# %%
+# %matplotlib inline
+from IPython.display import HTML
+
+from eagle3_forensics.runs.record import record_triage
+from eagle3_forensics.views.html import show_table, verdict_html
+from eagle3_forensics.views.triage import (
+    acceptance_figure,
+    acceptance_html,
+    load_summary_table,
+    top_findings_html,
+    triage,
+)
+from eagle3_forensics.views.widgets import probe_controls, tensor_browser, token_lookup
+
+# %% [markdown]
+# ## Verdict
+
+# %%
+t = triage(
+    checkpoint,
+    target,
+    engine,
+    prompts,
+    max_prompts=max_prompts,
+    k=k,
+    max_new_tokens=max_new_tokens,
+    probe_engine=probe_engine,
+    device=device,
+)
+HTML(verdict_html(t.diagnosis))
+
+# %% [markdown]
+# ## Top findings and fixes
+#
+# One card per finding code, with the engines it hits; notebook 01 lists every finding.
+
+# %%
+HTML(top_findings_html(t.diagnosis, top))
+
+# %% [markdown]
+# ## Per-engine load summary
+#
+# `used` = loaded as is, renamed, fused or consumed (e.g. `d2t` into the engine's token map);
+# `dropped` = silently ignored; `rejected` = the loader fails loudly; `overwritten by target` = replaced
+# by the target's tensor; `unfilled params` = engine parameters no checkpoint tensor fills.
+
+# %%
+show_table(load_summary_table(t.diagnosis))
+
+# %% [markdown]
+# ## Acceptance
+#
+# Live greedy speculative decoding in process (notebook 04 has the teacher-forced estimate, the
+# aux-layer sweep and the engine-view comparison). Acceptance length follows vLLM: `1 + accepted /
+# num_drafts`, bonus token included; per-position *cumulative* is vLLM's `accepted_per_pos[i] /
+# num_drafts`.
+
+# %%
+HTML(acceptance_html(t))
+
+# %%
+acceptance_figure(t)
+
+# %% [markdown]
+# ## Explore
+#
+# Live widgets in JupyterLab; static tables and figures under papermill and in reports.
+
+# %%
+tensor_browser(t.diagnosis, inspection=t.inspection, query=key_filter)
+
+# %%
+token_lookup(checkpoint, target, queries=lookup, ids=ids, diagnosis=t.diagnosis)
+
+# %%
+probe_controls(
+    checkpoint,
+    target,
+    prompts,
+    result=t.probe,
+    k=k,
+    max_new_tokens=max_new_tokens,
+    max_prompts=max_prompts,
+    engine=probe_engine,
+    device=device,
+)
+
+# %% [markdown]
+# ## Machine-readable record
+#
+# Written to the file named by `$E3F_RECORD` (nothing is written when it is unset).
+
+# %%
+record_triage(t)

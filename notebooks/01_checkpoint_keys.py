@@ -1,0 +1,126 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 01 · Checkpoint keys: what each engine would load
+#
+# Static forensics of one EAGLE-3 drafter checkpoint: nothing runs on a GPU and no weights are
+# loaded into a model. The workflow:
+#
+# 1. **Parameters** (next cell): the drafter directory (`config.json` + weights), an optional
+#    target model directory for cross-checks (`None` skips them), and the engine to look at
+#    (`"all"`, `"sglang"`, `"vllm"`, `"eagle"` or `"speculators"`). Relative paths are relative to
+#    this notebook's folder.
+# 2. **Verdict**: overall and per engine (`healthy`, `warnings`, `broken`, `unusable`, `not applicable`).
+# 3. **Detected format** and the **tensor table**, from the safetensors header alone.
+# 4. **Load simulation**: for every engine, how many tensors it uses, renames, overwrites from the
+#    target, drops silently or rejects, and which engine parameters nothing fills.
+# 5. **Key fates**: the fate of every checkpoint key under the chosen engine(s).
+# 6. **Findings** with their evidence and the fix for each.
+#
+# Run it headless over the demo drafters with `python -m eagle3_forensics report --out reports`
+# (papermill + nbconvert), or for one drafter:
+# `papermill notebooks/01_checkpoint_keys.ipynb out.ipynb --cwd notebooks -k python3 -p checkpoint PATH`.
+# All logic lives in `eagle3_forensics`; this notebook only calls it and displays the results.
+
+# %% tags=["parameters"]
+checkpoint = "../data/demo/drafters/speculators_layout"  # drafter directory: config.json + weights
+target = "../data/demo/target"  # target model directory, or None to skip target cross-checks
+engine = "all"  # "all", "sglang", "vllm", "eagle" or "speculators"
+
+# %%
+from IPython.display import HTML
+
+from eagle3_forensics.checks.diagnose import diagnose, inspect_checkpoint
+from eagle3_forensics.runs.record import finding_records, record
+from eagle3_forensics.views.html import (
+    finding_codes,
+    findings_html,
+    format_html,
+    key_fates_html,
+    load_table,
+    show_table,
+    tensor_table,
+    verdict_html,
+)
+from eagle3_forensics.views.repair import repair_table
+
+# %% [markdown]
+# ## Verdict
+
+# %%
+d = diagnose(checkpoint, target=target, engines=engine)
+HTML(verdict_html(d))
+
+# %% [markdown]
+# ## Detected format
+
+# %%
+ins = inspect_checkpoint(checkpoint)
+HTML(format_html(ins))
+
+# %% [markdown]
+# ## Tensors
+#
+# Read from the weight-file headers only: no tensor data is loaded.
+
+# %%
+show_table(tensor_table(ins))
+
+# %% [markdown]
+# ## Load simulation per engine
+#
+# `used` = loaded as is, renamed or fused; `overwritten` = replaced by the target's tensor;
+# `dropped` = silently ignored; `rejected` = the loader would fail loudly; `consumed` = read into
+# something else (e.g. `d2t` into a token map); `skipped` = ignored by design; `unfilled` = engine
+# parameters that no checkpoint tensor fills (they stay at initialisation).
+
+# %%
+show_table(load_table(d))
+
+# %% [markdown]
+# ## Key fates
+#
+# Every checkpoint key and what the engine does with it, then the parameters nothing fills.
+
+# %%
+HTML(key_fates_html(d, engine))
+
+# %% [markdown]
+# ## Findings and fixes
+
+# %%
+HTML(findings_html(d))
+
+# %% [markdown]
+# ## Repair, and diagnose again
+#
+# `eagle3-forensics repair` writes an engine-ready copy (never touching the original) for each engine
+# it supports, here into a throw-away directory, and re-runs `diagnose` on the copy. A refusal names
+# the reason and the options.
+
+# %%
+show_table(repair_table(checkpoint, target))
+
+# %% [markdown]
+# ## Machine-readable record
+#
+# Written to the file named by `$E3F_RECORD` (nothing is written when it is unset).
+
+# %%
+record("verdict", d.verdict())
+record("counts", d.counts())
+record("codes", finding_codes(d))
+record("findings", finding_records(d))
