@@ -129,8 +129,8 @@ def time_papermill(job: Any, cwd: str, out: Path) -> tuple[float, float, float]:
     import nbformat
     import papermill
 
+    from eagle3_forensics.runs.execute import _env as env_block
     from eagle3_forensics.runs.report import render_html
-    from eagle3_forensics.runs.runner import _env as env_block
 
     executed = out / f"{job.notebook}.ipynb"
     with env_block(

@@ -1,4 +1,4 @@
-"""Notebook runs: run configs, papermill execution, the regression gate, reports, result records."""
+"""Notebook runs: run configs, papermill execution, the regression gate, history and trends, shards, bundles, reports, result records."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from eagle3_forensics._lazy import lazy_exports
 _EXPORTS = {
     "run": "runner",
     "load_config": "runner",
+    "merge_runs": "shard",
+    "read_history": "history",
     "record": "record",
     "record_diagnosis": "record",
     "record_acceptance": "record",

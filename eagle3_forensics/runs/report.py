@@ -113,7 +113,8 @@ def run_header_html(res: dict[str, Any], run_name: str = "") -> str:
         'border-radius:6px;padding:0.6em 1em;margin:1em 2em">'
         f'<div><a href="index.html">← index</a>{" · " + esc(run_name) if run_name else ""}</div>'
         f'<div style="margin-top:0.3em"><b>{esc(res.get("drafter"))}</b> · {esc(res.get("notebook"))} · '
-        f'<b style="color:{colour}">{esc(res.get("status"))}</b> · {float(res.get("duration_s") or 0):.1f} s</div>'
+        f'<b style="color:{colour}">{esc(res.get("status"))}</b> · '
+        f'<span class="v">{float(res.get("duration_s") or 0):.1f}</span> s</div>'
         f"{err}<details><summary>parameters</summary><table>{rows}</table></details></div>"
     )
 
@@ -147,9 +148,10 @@ def _metrics_cell(r: dict[str, Any]) -> str:
     parts = []
     if m.get("acceptance_length") is not None:
         delta = _delta(ch.get("acceptance_length"))
-        base = (r.get("gate") or {}).get("acceptance_length_baseline")
-        if isinstance(base, (int, float)):
-            delta += _delta(float(m["acceptance_length"]) - base, "baseline")
+        for key, against in (("baseline", "baseline"), ("median", "median")):
+            base = (r.get("gate") or {}).get(f"acceptance_length_{key}")
+            if isinstance(base, (int, float)) and not isinstance(base, bool):
+                delta += _delta(float(m["acceptance_length"]) - base, against)
         parts.append(f"AL <b>{esc(_fmt(m['acceptance_length']))}</b>{delta}")
         pp = m.get("per_position") or []
         if pp:
@@ -193,8 +195,13 @@ def _change_cell(r: dict[str, Any]) -> str:
     return f'<div class="note">{"<br>".join(out)}</div>' if out else ""
 
 
-def index_html(summary: dict[str, Any]) -> str:
-    """The overview page of a run: one row per drafter × notebook; every string escaped."""
+def index_html(summary: dict[str, Any], trend: dict[str, Any] | None = None) -> str:
+    """The overview page of a run: one row per drafter × notebook, then (with ``trend``, see
+    :func:`eagle3_forensics.runs.history.trend`) the trend over the last runs; every string escaped.
+
+    What differs between two runs of the same config on the same inputs (timings, workers,
+    shards) sits in ``<span class="v">`` so runs can be compared (``runs.shard.comparable_html``).
+    """
     e = esc
     runs = summary.get("runs") or []
     gate = summary.get("gate") or {}
@@ -216,7 +223,8 @@ def index_html(summary: dict[str, Any]) -> str:
             f"<td>{v_html}</td>"
             f'<td class="n">{e(_fmt(c.get("error")))}</td><td class="n">{e(_fmt(c.get("warning")))}</td>'
             f'<td class="n">{e(_fmt(c.get("info")))}</td><td>{codes}</td><td>{_metrics_cell(r)}{_change_cell(r)}</td>'
-            f'<td>{_gate_cell(r)}</td><td class="n">{float(r.get("duration_s") or 0):.1f}</td><td>{link}</td></tr>'
+            f'<td>{_gate_cell(r)}</td><td class="n"><span class="v">{float(r.get("duration_s") or 0):.1f}</span></td>'
+            f"<td>{link}</td></tr>"
         )
     n_ok = sum(r.get("status") == "ok" for r in runs)
     if gate.get("baseline"):
@@ -244,6 +252,8 @@ def index_html(summary: dict[str, Any]) -> str:
     title = f"eagle3-forensics · {name}"
     generated = summary.get("generated") or time.strftime("%Y-%m-%dT%H:%M:%S%z")
     versions = ", ".join(f"{k} {v}" for k, v in (summary.get("versions") or {}).items() if v)
+    trend_section = trend_html(trend) if trend is not None else ""
+    trend_link = ' · <a href="#trend">trend</a>' if trend is not None else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 {_CSP_META}
@@ -260,14 +270,16 @@ tr.row-fail td {{ background: #fdecea; }}
 .note {{ color: #555; font-size: 0.85em; max-width: 36em; }}
 .d.up {{ color: #2e7d32; }} .d.down {{ color: #c62828; }} .d.same {{ color: #757575; }}
 .banner {{ padding: 0.6em 1em; border-radius: 6px; }}
+img.trend {{ max-width: 100%; }}
 .banner.pass {{ background: #e8f5e9; }} .banner.fail {{ background: #fdecea; }} .banner.muted {{ background: #f3f3f3; }}
 </style></head><body>
 <h1>{e(title)}</h1>
 <p>{e(summary.get("description") or "")}</p>
 <p>{n_ok}/{len(runs)} notebook runs ok · {len(summary.get("drafters") or [])} drafters ×
 {len(summary.get("notebooks") or [])} notebooks · config <code>{e(summary.get("config") or "–")}</code> ·
-generated {e(generated)} · wall time {e(_fmt(summary.get("wall_s"), 1))} s · {e(summary.get("workers") or 1)} worker(s) ·
-git <code>{e((summary.get("git") or "–")[:12])}</code> · <a href="summary.json">summary.json</a></p>
+generated <span class="v">{e(generated)}</span> · wall time <span class="v">{e(_fmt(summary.get("wall_s"), 1))}</span> s ·
+<span class="v">{e(summary.get("workers") or 1)}</span> worker(s){_shards_note(summary)} ·
+git <code>{e((summary.get("git") or "–")[:12])}</code> · <a href="summary.json">summary.json</a>{trend_link}</p>
 {banner}
 {notes_html}
 <table>
@@ -276,10 +288,107 @@ git <code>{e((summary.get("git") or "–")[:12])}</code> · <a href="summary.jso
 <tbody>
 {chr(10).join(rows)}
 </tbody></table>
+{trend_section}
 <p class="note">{e(versions)}. Findings in deliberately broken drafters are results, not failures: the gate fails
 on notebook failures, acceptance below baseline − tolerance and error findings the baseline does not expect.</p>
 </body></html>
 """
 
 
-__all__ = ["CSP", "index_html", "render_html", "run_header_html"]
+def _shards_note(summary: dict[str, Any]) -> str:
+    """Where a merged run ran; an empty volatile span for a single run, so both compare equal."""
+    shards = summary.get("shards")
+    if not shards:
+        return '<span class="v"></span>'
+    hosts = sorted({str(x.get("host")) for x in shards if x.get("host")})
+    where = f" on {len(hosts)} host{'s' if len(hosts) != 1 else ''}" if hosts else ""
+    return f'<span class="v"> · merged from {len(shards)} shard{"s" if len(shards) != 1 else ""}{esc(where)}</span>'
+
+
+# -- the trend section -----------------------------------------------------------------------------
+
+
+def _figure_img(fig: Any, alt: str) -> str:
+    from eagle3_forensics.views.widgets import figure_html
+
+    return figure_html(fig, alt).replace("<img ", '<img class="trend" ', 1)
+
+
+def trend_html(trend: dict[str, Any]) -> str:
+    """The index's trend section: acceptance length and per-position acceptance per drafter over
+    the last runs (inline PNGs, the numbers in a table), the findings that appeared or went away
+    and the run in which they did, and the history entries that were skipped."""
+    from eagle3_forensics.views.trends import plot_acceptance_trend, plot_per_position_trend
+
+    e = esc
+    entries = trend.get("entries") or []
+    current = trend.get("current")
+    label = {x["id"]: x.get("label") or x["id"] for x in entries}
+    parts = [
+        f'<h2 id="trend">Trend: the last {len(entries)} run{"s" if len(entries) != 1 else ""}</h2>',
+        f'<p class="note">history <code>{e(trend.get("directory"))}</code>: {e(trend.get("total_entries"))} '
+        f"usable entr{'y' if trend.get('total_entries') == 1 else 'ies'}, this run included; the trend shows "
+        f"at most the last {e(trend.get('last'))} (<code>--trend-runs</code>).</p>",
+    ]
+    figs = [
+        (plot_acceptance_trend(trend), "acceptance length per drafter over the last runs"),
+        (plot_per_position_trend(trend), "per-position acceptance per drafter over the last runs"),
+    ]
+    if figs[0][0] is None:
+        parts.append("<p>No run in the history measured acceptance (no probe notebook ran).</p>")
+    for fig, alt in figs:
+        if fig is not None:
+            parts.append(f"<div>{_figure_img(fig, alt)}</div>")
+    measured = [s for s in trend.get("series") or [] if s.get("measured")]
+    if measured:
+        head = "".join(
+            f"<th>{e(label[x['id']])}{' (this run)' if x['id'] == current else ''}</th>" for x in entries
+        )
+        rows = []
+        for s in measured:
+            by_entry = {p["entry"]: p for p in s["points"]}
+            cells = []
+            for x in entries:
+                p = by_entry.get(x["id"])
+                if p is None:
+                    cells.append('<td class="muted">·</td>')
+                elif p["acceptance_length"] is None:
+                    cells.append(f'<td class="muted">{e(p["status"])}</td>')
+                else:
+                    pp = " / ".join(f"{v:.2f}" for v in p["per_position"] or [])
+                    cells.append(
+                        f'<td class="n">{p["acceptance_length"]:.3f}<div class="note">{e(pp)}</div></td>'
+                    )
+            rows.append(f"<tr><td>{e(s['drafter'])}</td><td>{e(s['notebook'])}</td>{''.join(cells)}</tr>")
+        parts.append(
+            "<details><summary>acceptance length (and per position) per run</summary>"
+            f"<table><thead><tr><th>drafter</th><th>notebook</th>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></details>"
+        )
+    changes = trend.get("findings_changes") or []
+    parts.append("<h3>Findings that appeared or went away</h3>")
+    if changes:
+        rows = [
+            f"<tr><td>{e(label.get(c['entry'], c['entry']))}{' (this run)' if c['entry'] == current else ''}</td>"
+            f"<td>{e(c['drafter'])}</td><td><code>{e(c['code'])}</code></td>"
+            f'<td class="{"bad" if c["change"] == "appeared" else "ok"}">{e(c["change"])}</td>'
+            f"<td>{e(', '.join(c['notebooks']))}</td></tr>"
+            for c in changes
+        ]
+        parts.append(
+            "<table><thead><tr><th>run</th><th>drafter</th><th>finding</th><th>change</th><th>seen by</th>"
+            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        )
+    else:
+        parts.append(f"<p>No finding appeared or went away in these {len(entries)} runs.</p>")
+    warnings = trend.get("warnings") or []
+    if warnings:
+        items = "".join(f"<li><code>{e(w['file'])}</code>: {e(w['message'])}</li>" for w in warnings)
+        parts.append(
+            f'<details class="err"><summary>{len(warnings)} history entr{"y" if len(warnings) == 1 else "ies"} '
+            f"skipped</summary><ul>{items}</ul></details>"
+        )
+    return '<section class="trend">' + "\n".join(parts) + "</section>"
+
+
+__all__ = ["CSP", "index_html", "render_html", "run_header_html", "trend_html"]

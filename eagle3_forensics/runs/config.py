@@ -1,0 +1,313 @@
+"""Run configurations: the YAML a run reads, resolved into jobs (one per drafter × notebook).
+
+A run configuration (see ``configs/demo.yaml`` for every key) names the notebooks, the drafters
+and the parameters; :func:`config_from_dict` merges the parameters (later wins: ``parameters`` <
+``notebooks.<nb>`` < ``drafters.<d>.parameters``), checks every name against the notebooks'
+``parameters`` cells, resolves path parameters against the config file and lists the jobs in
+config order. :attr:`RunConfig.fingerprint` identifies the configuration across machines (the
+parsed YAML, not its resolved paths, plus the job list), so shards of one run can be told from
+shards of another (:mod:`eagle3_forensics.runs.shard`).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle3_forensics.errors import UnusableInputError
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+DEFAULT_PATH_PARAMETERS = ("checkpoint", "target", "ids", "corpus", "prompts", "variants")
+DEFAULT_TOLERANCE = {"acceptance_length": 0.1, "per_position": 0.1}
+DEFAULT_POOL = "default"
+_CONFIG_KEYS = {
+    "name",
+    "description",
+    "notebooks_dir",
+    "timeout",
+    "start_timeout",
+    "workers",
+    "env",
+    "show_code",
+    "path_parameters",
+    "parameters",
+    "notebooks",
+    "drafters",
+    "drafters_from",
+    "gate",
+    "pools",
+}
+
+
+@dataclass
+class Job:
+    drafter: str
+    notebook: str  # stem, e.g. "01_checkpoint_keys"
+    path: str  # the notebook file
+    parameters: dict[str, Any]
+    stem: str  # file-name stem of this run's outputs
+    pool: str = DEFAULT_POOL  # which machines run it when sharded (config `pools`)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.drafter, self.notebook)
+
+
+@dataclass
+class RunConfig:
+    name: str
+    source: str | None
+    notebooks_dir: Path
+    timeout: int
+    start_timeout: int
+    workers: int
+    env: dict[str, str]
+    show_code: bool
+    notebooks: list[str]
+    drafters: list[str]
+    jobs: list[Job]
+    tolerance: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
+    description: str = ""
+    fingerprint: str = ""
+    pools: dict[str, list[str]] = field(default_factory=dict)  # pool -> notebooks (the rest: DEFAULT_POOL)
+
+
+def notebook_parameters(path: str | Path) -> dict[str, Any]:
+    """The names and default values in a notebook's ``parameters`` cell (plain literals)."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    cells = [
+        c for c in nb.cells if c.cell_type == "code" and "parameters" in c.get("metadata", {}).get("tags", [])
+    ]
+    if not cells:
+        return {}
+    out: dict[str, Any] = {}
+    for node in ast.parse(cells[0].source).body:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    try:
+                        out[t.id] = ast.literal_eval(node.value)
+                    except ValueError:
+                        out[t.id] = None
+    return out
+
+
+def _safe_stem(text: str) -> str:
+    """A file-name-safe rendering of a drafter / notebook name (the original stays in the summary)."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._")
+    return stem or "x"
+
+
+def _resolve_paths(params: dict[str, Any], names: Sequence[str], base: Path) -> dict[str, Any]:
+    out = dict(params)
+    for k, v in params.items():
+        if k in names and isinstance(v, str) and v:
+            p = Path(os.path.expanduser(v))
+            out[k] = str(p if p.is_absolute() else (base / p).resolve())
+    return out
+
+
+def _mapping(value: Any, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UnusableInputError(f"config: {what} must be a mapping, got {type(value).__name__}")
+    return {str(k): v for k, v in value.items()}
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read a run configuration (YAML). Relative paths are relative to the config file."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise UnusableInputError(f"run config not found: {p}", path=str(p))
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise UnusableInputError(f"unreadable run config {p}: {' '.join(str(exc).split())[:300]}") from None
+    return config_from_dict(_mapping(data, "the top level"), base=p.resolve().parent, source=str(p))
+
+
+def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str | None = None) -> RunConfig:
+    """Build a :class:`RunConfig` from parsed YAML (see ``configs/demo.yaml`` for every key)."""
+    base = Path(base).resolve()
+    unknown = set(data) - _CONFIG_KEYS
+    if unknown:
+        raise UnusableInputError(
+            f"config: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_CONFIG_KEYS))}"
+        )
+    path_names = tuple(data.get("path_parameters") or DEFAULT_PATH_PARAMETERS)
+    nb_dir_raw = data.get("notebooks_dir")
+    nb_dir = NOTEBOOKS_DIR if nb_dir_raw is None else (base / os.path.expanduser(str(nb_dir_raw))).resolve()
+    global_params = _resolve_paths(_mapping(data.get("parameters"), "parameters"), path_names, base)
+
+    nb_spec = data.get("notebooks")
+    if isinstance(nb_spec, list):
+        nb_spec = {str(n): {} for n in nb_spec}
+    notebooks = _mapping(nb_spec, "notebooks")
+    if not notebooks:
+        raise UnusableInputError("config: no notebooks listed")
+    declared: dict[str, dict[str, Any]] = {}
+    nb_params: dict[str, dict[str, Any]] = {}
+    for name, spec in notebooks.items():
+        stem = name[:-6] if name.endswith(".ipynb") else name
+        f = nb_dir / f"{stem}.ipynb"
+        if not f.is_file():
+            raise UnusableInputError(f"config: notebook {f} not found")
+        declared[stem] = notebook_parameters(f)
+        params = _resolve_paths(_mapping(spec, f"notebooks.{name}"), path_names, base)
+        bad = set(params) - set(declared[stem])
+        if bad:
+            raise UnusableInputError(
+                f"config: notebook {stem} has no parameter(s) {', '.join(sorted(bad))} "
+                f"(it declares {', '.join(declared[stem]) or 'none'})"
+            )
+        nb_params[stem] = params
+    names = list(declared)
+
+    drafters: dict[str, dict[str, Any]] = {}
+    if data.get("drafters_from") is not None:
+        root = (base / os.path.expanduser(str(data["drafters_from"]))).resolve()
+        if not root.is_dir():
+            raise UnusableInputError(
+                f"config: drafters_from {root} is not a directory (create the demo with `make data`)"
+            )
+        for d in sorted(x for x in root.iterdir() if x.is_dir() and not x.name.startswith(".")):
+            drafters[d.name] = {"checkpoint": str(d)}
+    for dname, spec in _mapping(data.get("drafters"), "drafters").items():
+        drafters[dname] = (
+            {"checkpoint": spec} if isinstance(spec, str) else _mapping(spec, f"drafters.{dname}")
+        )
+    if not drafters:
+        raise UnusableInputError("config: no drafters (give `drafters` or `drafters_from`)")
+
+    pools = _pools(data.get("pools"), names)
+    pool_of = {n: p for p, nbs in pools.items() for n in nbs}
+
+    jobs: list[Job] = []
+    stems: set[str] = set()
+    for dname, spec in drafters.items():
+        unknown_d = set(spec) - {"checkpoint", "parameters", "notebooks"}
+        if unknown_d:
+            raise UnusableInputError(
+                f"config: drafters.{dname}: unknown key(s) {', '.join(sorted(unknown_d))} "
+                "(checkpoint, parameters, notebooks)"
+            )
+        d_params = _resolve_paths(
+            _mapping(spec.get("parameters"), f"drafters.{dname}.parameters"), path_names, base
+        )
+        if spec.get("checkpoint") is not None:
+            d_params = {
+                **_resolve_paths({"checkpoint": str(spec["checkpoint"])}, path_names, base),
+                **d_params,
+            }
+        chosen = spec.get("notebooks")
+        selected = (
+            names
+            if chosen is None
+            else [str(n)[:-6] if str(n).endswith(".ipynb") else str(n) for n in chosen]
+        )
+        missing = [n for n in selected if n not in declared]
+        if missing:
+            raise UnusableInputError(
+                f"config: drafters.{dname}.notebooks names {', '.join(missing)}, "
+                "which the config's notebooks do not list"
+            )
+        for k in d_params:
+            if not any(k in declared[n] for n in selected):
+                raise UnusableInputError(
+                    f"config: drafters.{dname}: no listed notebook has a parameter {k!r}"
+                )
+        for n in selected:
+            params = {k: v for k, v in global_params.items() if k in declared[n]}
+            params.update(nb_params[n])
+            params.update({k: v for k, v in d_params.items() if k in declared[n]})
+            stem = f"{_safe_stem(dname)}__{_safe_stem(n)}"
+            while stem in stems:
+                stem += "_"
+            stems.add(stem)
+            jobs.append(Job(dname, n, str(nb_dir / f"{n}.ipynb"), params, stem, pool_of.get(n, DEFAULT_POOL)))
+
+    gate = _mapping(data.get("gate"), "gate")
+    tolerance = dict(DEFAULT_TOLERANCE)
+    tolerance.update({k: float(v) for k, v in _mapping(gate.get("tolerance"), "gate.tolerance").items()})
+    workers = int(data.get("workers") or 1)
+    return RunConfig(
+        name=str(data.get("name") or (Path(source).stem if source else "run")),
+        source=source,
+        notebooks_dir=nb_dir,
+        timeout=int(data.get("timeout") or 300),
+        start_timeout=int(data.get("start_timeout") or 120),
+        workers=max(1, workers),
+        env={str(k): str(v) for k, v in _mapping(data.get("env"), "env").items()},
+        show_code=bool(data.get("show_code", False)),
+        notebooks=names,
+        drafters=list(drafters),
+        jobs=jobs,
+        tolerance=tolerance,
+        description=str(data.get("description") or ""),
+        fingerprint=config_fingerprint(data, jobs),
+        pools=pools,
+    )
+
+
+def _pools(value: Any, notebooks: Sequence[str]) -> dict[str, list[str]]:
+    """``pools: {gpu: [00_triage, 04_accept_rate_probe]}``: named groups of notebooks that shard
+    separately (``run --shard gpu:1/2``); notebooks in no pool form the pool ``default``."""
+    pools: dict[str, list[str]] = {}
+    seen: dict[str, str] = {}
+    for pname, listed in _mapping(value, "pools").items():
+        if pname == DEFAULT_POOL or not re.fullmatch(r"[A-Za-z0-9_-]+", pname):
+            raise UnusableInputError(
+                f"config: pools: bad pool name {pname!r} (letters, digits, _ and -; "
+                f"{DEFAULT_POOL!r} is the pool of the notebooks listed in none)"
+            )
+        if not isinstance(listed, list) or not listed:
+            raise UnusableInputError(f"config: pools.{pname} must be a non-empty list of notebooks")
+        stems = [str(n)[:-6] if str(n).endswith(".ipynb") else str(n) for n in listed]
+        for n in stems:
+            if n not in notebooks:
+                raise UnusableInputError(
+                    f"config: pools.{pname} names {n}, which the config's notebooks do not list"
+                )
+            if n in seen:
+                raise UnusableInputError(f"config: notebook {n} is in two pools ({seen[n]}, {pname})")
+            seen[n] = pname
+        pools[pname] = stems
+    return pools
+
+
+def config_fingerprint(data: dict[str, Any], jobs: Sequence[Job]) -> str:
+    """The identity of a run configuration on any machine: the parsed YAML (relative paths as
+    written, so a checkout mounted elsewhere has the same fingerprint) and the job list (which
+    also pins what ``drafters_from`` found)."""
+    canonical = json.dumps(
+        {"config": data, "jobs": [[j.drafter, j.notebook, j.stem, j.pool] for j in jobs]},
+        sort_keys=True,
+        default=str,
+        ensure_ascii=True,
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+__all__ = [
+    "DEFAULT_POOL",
+    "DEFAULT_TOLERANCE",
+    "Job",
+    "RunConfig",
+    "config_fingerprint",
+    "config_from_dict",
+    "load_config",
+    "notebook_parameters",
+]

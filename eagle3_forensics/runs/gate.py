@@ -1,0 +1,274 @@
+"""The regression gate: a run's results against a fixed baseline and/or the median of recent runs.
+
+Failures: a notebook that failed; acceptance length or a per-position acceptance below
+reference − tolerance; an error finding whose code the reference does not expect. Notes (not
+failures): values above reference + tolerance, expected findings no longer seen, drafters
+without a reference entry.
+
+A reference is a baseline dict (:func:`load_baseline`: a baseline file or a previous run's
+``summary.json``) or the median of the last N runs of a history directory
+(:func:`eagle3_forensics.runs.history.window_baseline`). With both, :func:`evaluate_gates` checks
+the run against each and it must pass both: the fixed baseline catches a slow drift that a
+rolling median follows, the median catches a drop from a level better than the fixed baseline.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle3_forensics.errors import UnusableInputError, one_line
+from eagle3_forensics.runs.config import DEFAULT_TOLERANCE
+
+SUMMARY_SCHEMA = "eagle3-forensics/run-summary/1"
+BASELINE_SCHEMA = "eagle3-forensics/baseline/1"
+
+
+@dataclass
+class GateProblem:
+    drafter: str
+    notebook: str | None
+    kind: str  # notebook_failed | acceptance_length | per_position | new_error_finding | missing
+    message: str
+
+
+@dataclass
+class Gate:
+    baseline: str | None
+    passed: bool = True
+    problems: list[GateProblem] = field(default_factory=list)
+    notes: list[GateProblem] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "baseline": self.baseline,
+            "passed": self.passed,
+            "problems": [asdict(p) for p in self.problems],
+            "notes": [asdict(p) for p in self.notes],
+        }
+
+
+def _num(x: Any) -> float | None:
+    if (
+        isinstance(x, bool)
+        or not isinstance(x, (int, float))
+        or (isinstance(x, float) and not math.isfinite(x))
+    ):
+        return None
+    return float(x)
+
+
+def load_baseline(path: str | Path, tolerance: dict[str, float] | None = None) -> dict[str, Any]:
+    """A gate baseline: ``{"drafters": {name: {acceptance_length, per_position, expected_findings}}}``.
+
+    Also accepts a previous run's ``summary.json`` (or its directory): its per-drafter metrics
+    become the baseline with ``tolerance`` (default :data:`DEFAULT_TOLERANCE`), and every finding
+    code it saw is expected.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / "summary.json"
+    if not p.is_file():
+        raise UnusableInputError(f"baseline not found: {p}", path=str(p))
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UnusableInputError(f"unreadable baseline {p}: {one_line(exc)[:200]}") from None
+    if isinstance(data, dict) and data.get("schema") == SUMMARY_SCHEMA:
+        return baseline_from_runs(data.get("runs") or [], tolerance, source=str(p))
+    if not isinstance(data, dict) or not isinstance(data.get("drafters"), dict):
+        raise UnusableInputError(f"{p} is neither a baseline (with 'drafters') nor a run summary.json")
+    data.setdefault("source", str(p))
+    return data
+
+
+def baseline_from_runs(
+    runs: Sequence[dict[str, Any]], tolerance: dict[str, float] | None = None, source: str | None = None
+) -> dict[str, Any]:
+    """A baseline from a run's results: per drafter the acceptance metrics of the first run that
+    measured them (``by_notebook`` overrides for notebooks that measured different values, e.g.
+    with other prompts) and every finding code seen."""
+    tol = {**DEFAULT_TOLERANCE, **(tolerance or {})}
+    drafters: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        entry = drafters.setdefault(r["drafter"], {"expected_findings": []})
+        for code in r.get("codes") or []:
+            if code not in entry["expected_findings"]:
+                entry["expected_findings"].append(code)
+        m = r.get("metrics") or {}
+        al = _num(m.get("acceptance_length"))
+        if al is None:
+            continue
+        spec: dict[str, Any] = {
+            "acceptance_length": {"value": round(al, 6), "tolerance": tol["acceptance_length"]},
+            "per_position": {
+                "values": [round(float(x), 6) for x in m.get("per_position") or []],
+                "tolerance": tol["per_position"],
+            },
+        }
+        if "acceptance_length" not in entry:
+            entry.update(spec)
+        elif (entry["acceptance_length"]["value"], entry["per_position"]["values"]) != (
+            spec["acceptance_length"]["value"],
+            spec["per_position"]["values"],
+        ):
+            entry.setdefault("by_notebook", {})[r["notebook"]] = spec
+    for entry in drafters.values():
+        entry["expected_findings"] = sorted(entry["expected_findings"])
+    return {"schema": BASELINE_SCHEMA, "source": source, "drafters": drafters}
+
+
+def evaluate_gate(runs: Sequence[dict[str, Any]], baseline: dict[str, Any] | None) -> Gate:
+    """Failures: a notebook that failed; acceptance length or a per-position acceptance below
+    baseline − tolerance; an error finding whose code the baseline does not expect. Notes
+    (not failures): values above baseline + tolerance, expected findings no longer seen,
+    drafters without a baseline entry."""
+    gate = Gate(None if baseline is None else str(baseline.get("source") or "baseline"))
+    entries: dict[str, Any] = {} if baseline is None else dict(baseline.get("drafters") or {})
+    # "baseline" for a fixed baseline; the window gate says "median of last N runs"
+    label = "baseline" if baseline is None else str(baseline.get("label") or "baseline")
+    ref_kind = "baseline" if baseline is None else str(baseline.get("kind") or "baseline")
+    for r in runs:
+        r["gate"] = {"status": "pass", "problems": [], "notes": []}
+
+        def fail(kind: str, message: str, run: dict[str, Any] = r) -> None:
+            gate.problems.append(GateProblem(run["drafter"], run["notebook"], kind, message))
+            run["gate"]["problems"].append(message)
+            run["gate"]["status"] = "fail"
+
+        def note(kind: str, message: str, run: dict[str, Any] = r) -> None:
+            gate.notes.append(GateProblem(run["drafter"], run["notebook"], kind, message))
+            run["gate"]["notes"].append(message)
+
+        if r["status"] != "ok":
+            fail("notebook_failed", f"notebook failed: {r.get('error') or 'unknown error'}")
+        entry = entries.get(r["drafter"])
+        if baseline is None:
+            r["gate"]["status"] = "fail" if r["status"] != "ok" else "not gated"
+            continue
+        if entry is None:
+            note("no_baseline", f"no {label} entry for this drafter")
+            continue
+        expected = set(entry.get("expected_findings") or [])
+        if r.get("findings") is not None:
+            for code in dict.fromkeys(f["code"] for f in r["findings"] if f.get("severity") == "error"):
+                if code not in expected:
+                    engines = sorted(
+                        {str(f.get("engine")) for f in r["findings"] if f["code"] == code and f.get("engine")}
+                    )
+                    fail(
+                        "new_error_finding",
+                        f"new error finding {code}" + (f" [{', '.join(engines)}]" if engines else ""),
+                    )
+        else:
+            for code in r.get("codes") or []:
+                if code not in expected:
+                    fail("new_error_finding", f"new finding {code} (severity not recorded)")
+        seen = set(r.get("codes") or [])
+        if r.get("verdict") is not None and r["status"] == "ok":
+            gone = sorted(expected - seen)
+            if gone:
+                note("finding_gone", f"expected finding(s) no longer reported: {', '.join(gone)}")
+        m = r.get("metrics") or {}
+        if _num(m.get("acceptance_length")) is None:
+            continue
+        spec = (entry.get("by_notebook") or {}).get(r["notebook"]) or entry
+        al_spec = spec.get("acceptance_length")
+        if isinstance(al_spec, dict) and _num(al_spec.get("value")) is not None:
+            base, tol = (
+                float(al_spec["value"]),
+                float(al_spec.get("tolerance", DEFAULT_TOLERANCE["acceptance_length"])),
+            )
+            al = float(m["acceptance_length"])
+            r["gate"][f"acceptance_length_{ref_kind}"] = base
+            if al < base - tol:
+                fail("acceptance_length", f"acceptance length {al:.3f} < {label} {base:.3f} − {tol:g}")
+            elif al > base + tol:
+                note(
+                    "acceptance_length",
+                    f"acceptance length {al:.3f} > {label} {base:.3f} + {tol:g}"
+                    + (" (better: update the baseline)" if ref_kind == "baseline" else " (better)"),
+                )
+        pp_spec = spec.get("per_position")
+        if isinstance(pp_spec, dict) and isinstance(pp_spec.get("values"), list):
+            base_pp = [float(x) for x in pp_spec["values"]]
+            tols = pp_spec.get("tolerance", DEFAULT_TOLERANCE["per_position"])
+            tol_list = [float(x) for x in tols] if isinstance(tols, list) else [float(tols)] * len(base_pp)
+            got = [float(x) for x in m.get("per_position") or []]
+            if len(got) != len(base_pp):
+                fail(
+                    "per_position",
+                    f"per-position acceptance has {len(got)} positions, {label} {len(base_pp)} (K changed?)",
+                )
+            else:
+                for i, (g, b, t) in enumerate(zip(got, base_pp, tol_list, strict=False)):
+                    if g < b - t:
+                        fail(
+                            "per_position",
+                            f"acceptance at draft position {i} {g:.3f} < {label} {b:.3f} − {t:g}",
+                        )
+    for name, entry in entries.items():
+        mine = [r for r in runs if r["drafter"] == name]
+        if not mine:
+            gate.notes.append(GateProblem(name, None, "missing", f"in the {label} but not in this run"))
+        elif entry.get("acceptance_length") and not any(
+            _num((r.get("metrics") or {}).get("acceptance_length")) is not None for r in mine
+        ):
+            gate.notes.append(
+                GateProblem(name, None, "missing", f"{label} has acceptance metrics; no run measured them")
+            )
+    gate.passed = not gate.problems
+    return gate
+
+
+def _dedupe(items: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for x in items:
+        if x not in out:
+            out.append(x)
+    return out
+
+
+def evaluate_gates(runs: Sequence[dict[str, Any]], references: Sequence[dict[str, Any]]) -> Gate:
+    """The gate against every reference (a fixed baseline, the median of recent runs): a run must
+    pass each. With one reference or none this is :func:`evaluate_gate`."""
+    if len(references) <= 1:
+        return evaluate_gate(runs, references[0] if references else None)
+    gates: list[Gate] = []
+    per_run: list[list[dict[str, Any]]] = [[] for _ in runs]
+    for ref in references:
+        copies = [dict(r) for r in runs]
+        gates.append(evaluate_gate(copies, ref))
+        for i, c in enumerate(copies):
+            per_run[i].append(c["gate"])
+    for r, parts in zip(runs, per_run, strict=True):
+        statuses = [p["status"] for p in parts]
+        merged: dict[str, Any] = {
+            "status": "fail" if "fail" in statuses else "pass" if "pass" in statuses else statuses[0],
+            "problems": _dedupe([m for p in parts for m in p["problems"]]),
+            "notes": _dedupe([m for p in parts for m in p["notes"]]),
+        }
+        for p in parts:
+            merged.update({k: v for k, v in p.items() if k not in merged})
+        r["gate"] = merged
+    gate = Gate(" + ".join(str(g.baseline) for g in gates))
+    gate.problems = _dedupe([p for g in gates for p in g.problems])
+    gate.notes = _dedupe([n for g in gates for n in g.notes])
+    gate.passed = not gate.problems
+    return gate
+
+
+__all__ = [
+    "BASELINE_SCHEMA",
+    "SUMMARY_SCHEMA",
+    "Gate",
+    "GateProblem",
+    "baseline_from_runs",
+    "evaluate_gate",
+    "evaluate_gates",
+    "load_baseline",
+]

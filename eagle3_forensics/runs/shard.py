@@ -1,0 +1,358 @@
+"""Runs split across machines: ``run --shard I/N`` executes a slice, ``merge-runs`` joins the slices.
+
+**Slicing.** The jobs (drafter × notebook) of the config — or of one of its ``pools`` with
+``--shard POOL:I/N`` — are sorted by (drafter, notebook) and dealt round-robin: job *k* (from 0)
+goes to shard ``k mod N + 1``. Round-robin spreads each notebook's jobs over the shards, so slow
+notebooks do not pile up in one shard; the slice depends only on the config, never on the machine
+or on timing, so any node computes the same split. A shard may be empty (N larger than the jobs).
+
+**A part.** A shard writes its executed notebooks, HTML reports and record sidecars into its own
+``--out`` directory, as a single run would, plus ``part.json`` (schema ``eagle3-forensics/run-part/1``):
+the config's fingerprint, the shard, every job of the config, the jobs this shard ran, the run's
+identity (name, notebooks, drafters, git, versions) and the per-job results before the gate. It
+writes no ``index.html`` and no gate: those belong to the whole run.
+
+**Merging.** :func:`merge_runs` checks the parts (same config fingerprint, same code, each pool's
+shards exactly 1..N once, every job run exactly once), copies their files into ``--out`` and
+finishes the run through :func:`eagle3_forensics.runs.summary.finalize` — the same function a
+single run ends with, so ``summary.json`` and ``index.html`` are the same as a single run's, apart
+from the members in :data:`VOLATILE_TOP` / :data:`VOLATILE_RUN` / :data:`VOLATILE_METRICS`
+(timings, machine, workers) and the ``<span class="v">`` parts of the index.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import platform
+import re
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from eagle3_forensics.errors import BadArgumentsError, UnusableInputError, one_line
+from eagle3_forensics.runs.config import DEFAULT_POOL, Job, RunConfig
+from eagle3_forensics.runs.summary import Finish, Finished, Log, _stderr, finalize, machine, write_atomic
+
+PART_SCHEMA = "eagle3-forensics/run-part/1"
+PART_FILE = "part.json"
+VOLATILE_TOP = ("generated", "wall_s", "workers", "machine", "shards")
+VOLATILE_RUN = ("duration_s", "attempts")
+VOLATILE_METRICS = ("tokens_per_s", "speedup_vs_greedy")
+_SHARD = re.compile(r"^(?:([A-Za-z0-9_-]+):)?(\d+)/(\d+)$")
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int  # 1-based
+    count: int
+    pool: str | None = None  # None: every job of the config
+
+    def __str__(self) -> str:
+        return f"{self.pool + ':' if self.pool else ''}{self.index}/{self.count}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pool": self.pool, "index": self.index, "count": self.count}
+
+
+def parse_shard(text: str) -> Shard:
+    """``I/N`` or ``POOL:I/N`` with 1 ≤ I ≤ N."""
+    m = _SHARD.match(str(text).strip())
+    if not m:
+        raise BadArgumentsError(f"--shard {text!r}: expected I/N or POOL:I/N, e.g. 2/3 or gpu:1/2")
+    index, count = int(m.group(2)), int(m.group(3))
+    if count < 1 or not 1 <= index <= count:
+        raise BadArgumentsError(f"--shard {text}: need 1 ≤ I ≤ N")
+    return Shard(index, count, m.group(1))
+
+
+def pool_jobs(config: RunConfig, pool: str | None) -> list[Job]:
+    """The jobs a shard of ``pool`` slices (``None``: all of them)."""
+    if pool is None:
+        return list(config.jobs)
+    known = [*config.pools, DEFAULT_POOL]
+    if pool not in known:
+        raise BadArgumentsError(
+            f"--shard {pool}:…: the config has no pool {pool!r} (pools: {', '.join(known)})"
+        )
+    return [j for j in config.jobs if j.pool == pool]
+
+
+def shard_jobs(config: RunConfig, shard: Shard) -> list[Job]:
+    """The jobs of ``shard``: round-robin over the (pool's) jobs sorted by (drafter, notebook); in config order."""
+    ordered = sorted(pool_jobs(config, shard.pool), key=lambda j: j.key)
+    mine = {j.key for j in ordered[shard.index - 1 :: shard.count]}
+    return [j for j in config.jobs if j.key in mine]
+
+
+def write_part(
+    out: Path,
+    config: RunConfig,
+    shard: Shard,
+    jobs: Sequence[Job],
+    runs: list[dict[str, Any]],
+    meta: dict[str, Any],
+    *,
+    started: float,
+    workers: int,
+) -> Path:
+    """Write ``part.json`` for a shard's results; returns its path."""
+    failed = sum(r["status"] != "ok" for r in runs)
+    part = {
+        "schema": PART_SCHEMA,
+        "fingerprint": config.fingerprint,
+        "shard": shard.to_dict(),
+        "jobs": [[j.drafter, j.notebook, j.pool] for j in config.jobs],
+        "executed": [[j.drafter, j.notebook] for j in jobs],
+        "meta": meta,
+        "tolerance": config.tolerance,
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "wall_s": round(time.perf_counter() - started, 1),
+        "workers": workers,
+        "host": platform.node(),
+        "machine": machine(),
+        "ok": len(runs) - failed,
+        "failed": failed,
+        "runs": runs,
+    }
+    path = out / PART_FILE
+    write_atomic(path, json.dumps(part, indent=2, default=str) + "\n")
+    return path
+
+
+# -- merging ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Part:
+    dir: Path
+    data: dict[str, Any]
+
+    @property
+    def shard(self) -> Shard:
+        s = self.data["shard"]
+        return Shard(int(s["index"]), int(s["count"]), s.get("pool"))
+
+    def __str__(self) -> str:
+        return f"{self.dir} (shard {self.shard})"
+
+
+def read_part(path: str | Path) -> Part:
+    p = Path(path)
+    d = p.parent if p.name == PART_FILE else p
+    f = d / PART_FILE
+    if not f.is_file():
+        raise UnusableInputError(
+            f"{d}: no {PART_FILE} — not the output of `eagle3-forensics run --shard I/N`", path=str(d)
+        )
+    try:
+        data = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UnusableInputError(f"unreadable {f}: {one_line(exc)[:200]}", path=str(f)) from None
+    if not isinstance(data, dict) or data.get("schema") != PART_SCHEMA:
+        schema = data.get("schema") if isinstance(data, dict) else None
+        raise UnusableInputError(f"{f}: schema {schema!r}, expected {PART_SCHEMA!r}", path=str(f))
+    try:
+        if not all(isinstance(data["shard"][k], int) for k in ("index", "count")):
+            raise ValueError("the shard is not I/N")
+        if not all(isinstance(j, list) and len(j) == 3 for j in data["jobs"]):
+            raise ValueError("the job list is not [drafter, notebook, pool] triples")
+        executed = [(str(d_), str(n)) for d_, n in data["executed"]]
+        runs = data["runs"]
+        if not isinstance(runs, list) or len(runs) != len(executed) or not isinstance(data["meta"], dict):
+            raise ValueError("runs do not match the executed jobs")
+        for r, key in zip(runs, executed, strict=True):
+            if (r.get("drafter"), r.get("notebook")) != key:
+                raise ValueError(
+                    f"run {r.get('drafter')} × {r.get('notebook')} is not the job {key[0]} × {key[1]}"
+                )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UnusableInputError(f"{f} is damaged: {one_line(exc)[:200]}", path=str(f)) from None
+    return Part(d.resolve(), data)
+
+
+def check_parts(parts: Sequence[Part]) -> list[tuple[str, str]]:
+    """Refuse parts that do not make exactly one run; returns the config's jobs in order."""
+    if not parts:
+        raise BadArgumentsError("merge-runs: give the output directories of the shards")
+    dirs: dict[Path, Part] = {}
+    for p in parts:
+        if p.dir in dirs:
+            raise BadArgumentsError(f"merge-runs: {p.dir} given twice")
+        dirs[p.dir] = p
+    first = parts[0]
+    for p in parts[1:]:
+        if p.data["fingerprint"] != first.data["fingerprint"]:
+            raise UnusableInputError(
+                f"parts come from different run configs: {first} is config "
+                f"{first.data['meta'].get('name')!r} (fingerprint {first.data['fingerprint']}), {p} is config "
+                f"{p.data['meta'].get('name')!r} (fingerprint {p.data['fingerprint']})"
+            )
+        a, b = first.data["meta"].get("git"), p.data["meta"].get("git")
+        if a and b and a != b:
+            raise UnusableInputError(
+                f"parts ran different code: {first} at git {a[:12]}, {p} at git {b[:12]}"
+            )
+    by_pool: dict[str | None, dict[int, Part]] = {}
+    for p in parts:
+        s = p.shard
+        group = by_pool.setdefault(s.pool, {})
+        other = next(iter(group.values()), None)
+        if other is not None and other.shard.count != s.count:
+            raise UnusableInputError(f"parts split {_pool(s.pool)} differently: {other} and {p}")
+        if s.index in group:
+            raise UnusableInputError(f"shard {s} given twice: {group[s.index].dir} and {p.dir}")
+        group[s.index] = p
+    for pool, group in by_pool.items():
+        count = next(iter(group.values())).shard.count
+        missing = [Shard(i, count, pool) for i in range(1, count + 1) if i not in group]
+        if missing:
+            raise UnusableInputError(
+                f"missing shard{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {_pool(pool)} "
+                f"(have {', '.join(str(Shard(i, count, pool)) for i in sorted(group))})"
+            )
+    jobs = [(str(d), str(n), str(pool)) for d, n, pool in first.data["jobs"]]
+    ran: dict[tuple[str, str], Part] = {}
+    for p in parts:
+        for d, n in p.data["executed"]:
+            if (d, n) in ran:
+                raise UnusableInputError(f"job {d} × {n} ran in two parts: {ran[(d, n)]} and {p}")
+            ran[(d, n)] = p
+    not_run = [(d, n, pool) for d, n, pool in jobs if (d, n) not in ran]
+    if not_run:
+        pools = sorted({pool for _, _, pool in not_run})
+        raise UnusableInputError(
+            f"no part ran {len(not_run)} job(s) ({', '.join(f'{d} × {n}' for d, n, _ in not_run[:3])}"
+            f"{', …' if len(not_run) > 3 else ''}): give the shards of pool {', '.join(pools)} "
+            f"(`run --shard {pools[0]}:I/N`) or of the whole config (`run --shard I/N`)"
+        )
+    extra = set(ran) - {(d, n) for d, n, _ in jobs}
+    if extra:
+        d, n = sorted(extra)[0]
+        raise UnusableInputError(f"job {d} × {n} is not in the config the parts were made from")
+    return [(d, n) for d, n, _ in jobs]
+
+
+def _pool(pool: str | None) -> str:
+    return "the whole config" if pool is None else f"pool {pool!r}"
+
+
+def _copy_files(part: Part, run: dict[str, Any], out: Path) -> None:
+    for key in ("html", "executed_notebook", "record"):
+        rel = run.get(key)
+        if rel is None:
+            continue
+        pp = PurePosixPath(str(rel))
+        if pp.is_absolute() or ".." in pp.parts or not str(rel):
+            raise UnusableInputError(f"{part.dir / PART_FILE}: {key} {rel!r} is not a path inside the part")
+        src = part.dir / str(rel)
+        if not src.is_file():
+            raise UnusableInputError(
+                f"{part}: {rel} is missing (the part was copied incompletely?)", path=str(src)
+            )
+        dst = out / str(rel)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+
+
+def merge_runs(
+    paths: Sequence[str | Path],
+    out_dir: str | Path,
+    finish: Finish | None = None,
+    *,
+    say: Log = _stderr,
+) -> tuple[Finished, list[Part]]:
+    """Merge shard outputs into one run in ``out_dir``: the reports, ``summary.json``, ``index.html``,
+    the gate and, as asked, the history entry and the bundle."""
+    started = time.perf_counter()
+    finish = finish or Finish()
+    parts = [read_part(p) for p in paths]
+    order = check_parts(parts)
+    out = Path(out_dir).resolve()
+    for p in parts:
+        if out == p.dir:
+            raise BadArgumentsError(f"merge-runs: --out {out} is one of the parts; give a new directory")
+    tolerance = {str(k): float(v) for k, v in (parts[0].data.get("tolerance") or {}).items()}
+    finish.check(tolerance)
+    out.mkdir(parents=True, exist_ok=True)
+    by_key: dict[tuple[str, str], dict[str, Any]] = {}
+    for p in parts:
+        for r in p.data["runs"]:
+            _copy_files(p, r, out)
+            by_key[(r["drafter"], r["notebook"])] = copy.deepcopy(r)
+    runs = [by_key[k] for k in order]
+    parts.sort(key=lambda p: (p.shard.pool or "", p.shard.index))
+    meta = parts[0].data["meta"]
+    shards = [
+        {
+            "shard": str(p.shard),
+            "dir": str(p.dir),
+            "jobs": len(p.data["executed"]),
+            "failed": p.data.get("failed"),
+            "wall_s": p.data.get("wall_s"),
+            "workers": p.data.get("workers"),
+            "host": p.data.get("host"),
+            "generated": p.data.get("generated"),
+        }
+        for p in parts
+    ]
+    say(f"eagle3-forensics merge-runs: {len(parts)} part(s), {len(runs)} notebook runs -> {out}")
+    slowest = max((float(p.data.get("wall_s") or 0) for p in parts), default=0.0)
+    done = finalize(
+        runs,
+        meta,
+        out,
+        finish,
+        tolerance=tolerance,
+        started=started,
+        workers=sum(int(p.data.get("workers") or 0) for p in parts),
+        extra={"shards": shards},
+        wall_offset=slowest,
+        say=say,
+    )
+    return done, parts
+
+
+# -- "identical, timings aside" ----------------------------------------------------------------------
+
+_VOLATILE_SPAN = re.compile(r'<span class="v">[^<]*</span>')
+
+
+def comparable(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` without what differs between two runs of the same config on the same inputs:
+    timings, the machine, the worker count, the shards, the history entry's name."""
+    s = copy.deepcopy(summary)
+    for k in VOLATILE_TOP:
+        s.pop(k, None)
+    if isinstance(s.get("history"), dict):
+        s["history"].pop("entry", None)
+    for r in s.get("runs") or []:
+        for k in VOLATILE_RUN:
+            r.pop(k, None)
+        for k in VOLATILE_METRICS:
+            (r.get("metrics") or {}).pop(k, None)
+    return s
+
+
+def comparable_html(page: str) -> str:
+    """An index page with its volatile parts (``<span class="v">``: timings, workers, shards) blanked."""
+    return _VOLATILE_SPAN.sub('<span class="v"></span>', page)
+
+
+__all__ = [
+    "PART_FILE",
+    "PART_SCHEMA",
+    "Part",
+    "Shard",
+    "check_parts",
+    "comparable",
+    "comparable_html",
+    "merge_runs",
+    "parse_shard",
+    "read_part",
+    "shard_jobs",
+    "write_part",
+]

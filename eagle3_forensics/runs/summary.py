@@ -1,0 +1,347 @@
+"""Finishing a run: from the per-job results to ``summary.json``, ``index.html``, the gate, the
+history entry and the bundle.
+
+:func:`finalize` is the one place that turns results into outputs, for a single ``run`` and for
+``merge-runs`` alike, which is what makes a merged run identical to a single one (timings aside).
+:class:`Finish` holds the options that apply to a whole run (``--baseline``, ``--previous``,
+``--history``, ``--gate-window``, ``--trend-runs``, ``--bundle``, ``--write-baseline``);
+:meth:`Finish.check` reads and validates them before any notebook runs, so a typo fails in a
+second, not after the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle3_forensics.errors import BadArgumentsError, UnusableInputError, one_line
+from eagle3_forensics.runs.gate import (
+    BASELINE_SCHEMA,
+    SUMMARY_SCHEMA,
+    _num,
+    baseline_from_runs,
+    evaluate_gates,
+    load_baseline,
+)
+from eagle3_forensics.runs.history import (
+    DEFAULT_TREND_RUNS,
+    append_entry,
+    new_entry_id,
+    parse_entry,
+    read_history,
+    trend,
+    window_baseline,
+)
+
+Log = Callable[[str], None]
+
+
+def _stderr(msg: str) -> None:
+    sys.stderr.write(msg + "\n")
+
+
+# -- changes against a previous run ---------------------------------------------------------------
+
+
+def changes(runs: Sequence[dict[str, Any]], previous: Sequence[dict[str, Any]] | None) -> None:
+    """Attach ``change`` (vs the previous run of the same drafter × notebook) to every run."""
+    prev = {(p.get("drafter"), p.get("notebook")): p for p in previous or []}
+    for r in runs:
+        p = prev.get((r["drafter"], r["notebook"]))
+        if p is None:
+            r["change"] = None if previous is None else {"new": True}
+            continue
+        ch: dict[str, Any] = {
+            "status": None if p.get("status") == r["status"] else f"{p.get('status')} → {r['status']}"
+        }
+        for key in ("acceptance_length", "coverage"):
+            a, b = _num((r.get("metrics") or {}).get(key)), _num((p.get("metrics") or {}).get(key))
+            ch[key] = None if a is None or b is None else round(a - b, 6)
+        a_err, b_err = (r.get("counts") or {}).get("error"), (p.get("counts") or {}).get("error")
+        ch["errors"] = None if a_err is None or b_err is None else a_err - b_err
+        old_codes, new_codes = set(p.get("codes") or []), set(r.get("codes") or [])
+        ch["codes_added"] = sorted(new_codes - old_codes)
+        ch["codes_removed"] = sorted(old_codes - new_codes)
+        r["change"] = ch
+
+
+def read_previous(path: str | Path) -> list[dict[str, Any]]:
+    p = Path(path)
+    if p.is_dir():
+        p = p / "summary.json"
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UnusableInputError(f"unreadable previous run {p}: {one_line(exc)[:200]}") from None
+    runs = data.get("runs") if isinstance(data, dict) else data
+    if not isinstance(runs, list):
+        raise UnusableInputError(f"{p} is not a run summary")
+    return [r for r in runs if isinstance(r, dict)]
+
+
+# -- provenance ------------------------------------------------------------------------------------
+
+
+def versions() -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for pkg in ("eagle3-forensics", "torch", "papermill", "nbconvert", "ipykernel"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def git_sha(where: Path) -> str | None:
+    try:
+        proc = subprocess.run(
+            ["git", "rev-parse", "HEAD"],  # noqa: S607 - git from PATH, read-only provenance
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def machine() -> dict[str, Any]:
+    return {"cpus": os.cpu_count(), "platform": platform.platform()}
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: readers see old or new, whole."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# -- the options of a whole run ---------------------------------------------------------------------
+
+
+@dataclass
+class Finish:
+    """Options that apply to a whole run (a single ``run`` or ``merge-runs``), not to a shard."""
+
+    baseline: str | Path | None = None
+    previous: str | Path | None = None
+    history: str | Path | None = None
+    gate_window: int | None = None
+    trend_runs: int = DEFAULT_TREND_RUNS
+    bundle: str | Path | None = None
+    write_baseline: str | Path | None = None
+    # read by check()
+    base: dict[str, Any] | None = field(default=None, repr=False)
+    prev_runs: list[dict[str, Any]] | None = field(default=None, repr=False)
+
+    def given(self) -> list[str]:
+        """The options set, as their command-line names."""
+        names = {
+            "baseline": "--baseline",
+            "previous": "--previous",
+            "history": "--history",
+            "gate_window": "--gate-window",
+            "bundle": "--bundle",
+            "write_baseline": "--write-baseline",
+        }
+        return [flag for attr, flag in names.items() if getattr(self, attr) is not None]
+
+    def check(self, tolerance: dict[str, float]) -> Finish:
+        """Validate the options and read the baseline and the previous run (fail before running)."""
+        if self.gate_window is not None:
+            if self.history is None:
+                raise BadArgumentsError(
+                    "--gate-window N compares against the last N runs of --history DIR: give --history"
+                )
+            if self.gate_window < 1:
+                raise BadArgumentsError(f"--gate-window must be at least 1, got {self.gate_window}")
+        if self.trend_runs < 1:
+            raise BadArgumentsError(f"--trend-runs must be at least 1, got {self.trend_runs}")
+        if self.history is not None and Path(self.history).exists() and not Path(self.history).is_dir():
+            raise UnusableInputError(f"history {self.history} is not a directory", path=str(self.history))
+        if self.bundle is not None:
+            b = Path(self.bundle)
+            if b.suffix.lower() != ".zip":
+                raise BadArgumentsError(f"--bundle {b}: the archive's name must end in .zip")
+            if b.is_dir():
+                raise BadArgumentsError(f"--bundle {b} is a directory")
+        self.base = load_baseline(self.baseline, tolerance) if self.baseline is not None else None
+        self.prev_runs = read_previous(self.previous) if self.previous is not None else None
+        if self.prev_runs is None and self.baseline is not None:
+            bp = Path(self.baseline)
+            bp = bp / "summary.json" if bp.is_dir() else bp
+            try:
+                data = json.loads(bp.read_text(encoding="utf-8"))
+                if isinstance(data, dict) and data.get("schema") == SUMMARY_SCHEMA:
+                    self.prev_runs = data.get("runs")
+            except (OSError, ValueError):
+                pass
+        return self
+
+
+@dataclass
+class Finished:
+    summary: dict[str, Any]
+    exit_code: int
+    history_entry: Path | None = None
+    bundle: Path | None = None
+    trend: dict[str, Any] | None = None
+
+
+def finalize(
+    runs: list[dict[str, Any]],
+    meta: dict[str, Any],
+    out: Path,
+    finish: Finish,
+    *,
+    tolerance: dict[str, float],
+    started: float,
+    workers: int,
+    extra: dict[str, Any] | None = None,
+    wall_offset: float = 0.0,
+    say: Log = _stderr,
+) -> Finished:
+    """Changes, gate, ``summary.json``, ``index.html``, history entry, bundle, baseline: the end of a run.
+
+    ``meta`` holds the run's identity (name, description, config, notebooks, drafters, git,
+    versions); ``extra`` more top-level members (a merge's ``shards``); ``wall_offset`` seconds
+    spent before ``started`` elsewhere (a merge: its slowest shard).
+    """
+    from eagle3_forensics.runs.report import index_html
+
+    hist = read_history(finish.history, name=meta.get("name")) if finish.history is not None else None
+    prev_runs = finish.prev_runs
+    if prev_runs is None and finish.previous is None and hist is not None and hist.entries:
+        prev_runs = hist.entries[-1].runs  # nightly: changes against last night
+    changes(runs, prev_runs)
+    references: list[dict[str, Any]] = [finish.base] if finish.base is not None else []
+    window_note = None
+    if hist is not None and finish.gate_window is not None:
+        median = window_baseline(hist, finish.gate_window, tolerance)
+        if median is None:
+            window_note = "no history yet: the --gate-window gate starts with the next run"
+        else:
+            references.append(median)
+    gate = evaluate_gates(runs, references)
+    failed = sum(r["status"] != "ok" for r in runs)
+    exit_code = 0 if (failed == 0 and gate.passed) else 1
+    wall = round(time.perf_counter() - started + wall_offset, 1)
+    gate_dict = gate.to_dict()
+    if window_note:
+        gate_dict["notes"].append(
+            {"drafter": "-", "notebook": None, "kind": "no_history", "message": window_note}
+        )
+    summary: dict[str, Any] = {
+        "schema": SUMMARY_SCHEMA,
+        "name": meta.get("name"),
+        "description": meta.get("description", ""),
+        "config": meta.get("config"),
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "wall_s": wall,
+        "workers": workers,
+        "notebooks": meta.get("notebooks"),
+        "drafters": meta.get("drafters"),
+        "git": meta.get("git"),
+        "versions": meta.get("versions"),
+        "machine": machine(),
+        **(extra or {}),
+        "ok": sum(r["status"] == "ok" for r in runs),
+        "failed": failed,
+        "gate": gate_dict,
+        "exit_code": exit_code,
+        "runs": runs,
+    }
+    entry_id = None
+    trend_data = None
+    if hist is not None:
+        entry_id = new_entry_id(summary)
+        summary["history"] = {
+            "directory": str(finish.history),
+            "entry": entry_id,
+            "entries_before": len(hist.entries),
+            "skipped": hist.warnings,
+            "gate_window": finish.gate_window,
+        }
+        # the trend includes this run as its newest point
+        this, why = parse_entry(json.dumps(summary, default=str), f"{entry_id}.json")
+        if this is not None:
+            hist.entries.append(this)
+        else:
+            hist.warnings.append(
+                {"file": f"{entry_id}.json (this run)", "message": f"{why}: not in the trend"}
+            )
+        trend_data = trend(hist, finish.trend_runs)
+        trend_data["current"] = entry_id
+    write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
+    write_atomic(out / "index.html", index_html(summary, trend_data))
+    done = Finished(summary, exit_code, trend=trend_data)
+    if finish.history is not None:
+        try:
+            done.history_entry = append_entry(finish.history, summary, entry_id)
+        except OSError as exc:
+            raise UnusableInputError(
+                f"cannot add to history {finish.history}: {one_line(exc)[:200]}"
+            ) from None
+    if finish.write_baseline is not None:
+        drafted = baseline_from_runs(runs, tolerance)
+        new = {
+            "schema": BASELINE_SCHEMA,
+            "description": (
+                f"Regression baseline for run config '{meta.get('name')}', written by `eagle3-forensics run "
+                "--write-baseline`. Per drafter: acceptance length and per-position (cumulative) "
+                "acceptance with absolute tolerances (a drop beyond them fails the gate), "
+                "by_notebook overrides where a notebook measures with other settings, and the "
+                "finding codes expected (an error finding not listed fails the gate)."
+            ),
+            "drafters": drafted["drafters"],
+        }
+        write_atomic(Path(finish.write_baseline), json.dumps(new, indent=2) + "\n")
+        say(f"baseline written: {finish.write_baseline}")
+    if finish.bundle is not None:
+        from eagle3_forensics.runs.bundle import write_bundle
+
+        done.bundle = write_bundle(out, finish.bundle, summary)
+    say(
+        f"{len(runs) - failed}/{len(runs)} notebook runs ok"
+        + (
+            ""
+            if not gate.baseline
+            else f"; gate {'passed' if gate.passed else 'FAILED'} against {gate.baseline}"
+        )
+    )
+    for p in gate.problems:
+        say(f"  gate: {p.drafter} · {p.notebook or '-'}: {p.message}")
+    if window_note:
+        say(f"  gate: {window_note}")
+    if done.history_entry is not None and hist is not None:
+        skipped = (
+            f", {len(hist.warnings)} unusable entr{'y' if len(hist.warnings) == 1 else 'ies'} skipped"
+            if hist.warnings
+            else ""
+        )
+        n = len(hist.entries)
+        say(f"history: {done.history_entry} ({n} run{'s' if n != 1 else ''}{skipped})")
+        for w in hist.warnings:
+            say(f"  history: {w['file']}: {w['message']}")
+    if done.bundle is not None:
+        say(f"bundle: {done.bundle} ({done.bundle.stat().st_size / 1e6:.1f} MB)")
+    say(f"report: {out / 'index.html'} · summary: {out / 'summary.json'} · wall time {wall:.1f} s")
+    return done
+
+
+__all__ = ["Finish", "Finished", "changes", "finalize", "read_previous", "write_atomic"]
