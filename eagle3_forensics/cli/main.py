@@ -17,8 +17,10 @@ from typing import NoReturn
 
 from eagle3_forensics.cli import (
     diagnose,
+    history,
     inspect,
     make_demo,
+    merge_runs,
     probe,
     probe_server,
     repair,
@@ -37,6 +39,8 @@ COMMANDS: tuple[ModuleType, ...] = (
     make_demo,
     report,
     run,
+    merge_runs,
+    history,
     probe,
     probe_server,
     vocab,

@@ -1,9 +1,12 @@
-"""``eagle3-forensics run --config FILE --out DIR``: a run config's notebooks, reports and gate."""
+"""``eagle3-forensics run --config FILE --out DIR``: a run config's notebooks, reports and gate;
+``--history``/``--gate-window``/``--trend-runs``/``--bundle``/``--shard`` (see :mod:`eagle3_forensics.cli.run_options`)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
+
+from eagle3_forensics.cli.run_options import add_run_options, run_kwargs
 
 
 def run(args: argparse.Namespace) -> int:
@@ -19,6 +22,7 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers,
         progress=not args.no_progress,
         write_baseline=args.write_baseline,
+        **run_kwargs(args),  # --history, --gate-window, --trend-runs, --bundle, --shard
     )
 
 
@@ -45,4 +49,5 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     )
     ru.add_argument("--write-baseline", metavar="FILE", help="also write a baseline from this run's results")
     ru.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_run_options(ru)
     ru.set_defaults(func=run)
