@@ -407,3 +407,16 @@ def test_bundle_and_window_options_are_checked_before_running(tmp_path: Path) ->
         line = _one_line_error(_cli("run", "--config", str(cfg), "--out", str(tmp_path / "o"), *extra))
         assert message in line, (extra, line)
     assert not (tmp_path / "o").exists()  # refused before anything ran
+
+    # pools: a config groups notebooks; `--shard POOL:I/N` slices one pool
+    data = yaml.safe_load(cfg.read_text())
+    cfg.write_text(yaml.safe_dump({**data, "pools": {"gpu": ["01_records"]}}, allow_unicode=True))
+    proc = _cli("run", "--config", str(cfg), "--out", str(tmp_path / "cpu1"), "--shard", "default:1/1")
+    assert proc.returncode == 0, proc.stderr
+    part = json.loads((tmp_path / "cpu1" / "part.json").read_text())
+    assert part["executed"] == [] and part["jobs"] == [[PAYLOAD, "01_records", "gpu"]]
+    cfg.write_text(yaml.safe_dump({**data, "pools": {"gpu": ["02_nope"]}}, allow_unicode=True))
+    line = _one_line_error(
+        _cli("run", "--config", str(cfg), "--out", str(tmp_path / "o"), "--shard", "gpu:1/1")
+    )
+    assert "pools.gpu names 02_nope" in line
