@@ -47,7 +47,7 @@ from eagle3_forensics.runs.gate import (
     load_baseline,
 )
 from eagle3_forensics.runs.history import DEFAULT_TREND_RUNS
-from eagle3_forensics.runs.shard import Shard, parse_shard, shard_jobs, write_part
+from eagle3_forensics.runs.shard import PART_FILE, Shard, parse_shard, shard_jobs, write_part
 from eagle3_forensics.runs.summary import Finish, changes, finalize, git_sha, read_previous, versions
 
 
@@ -98,6 +98,8 @@ def run(
     jobs = config.jobs if sh is None else shard_jobs(config, sh)
     out = Path(out_dir).resolve()  # absolute: the kernels run in the notebooks folder, not in our cwd
     out.mkdir(parents=True, exist_ok=True)
+    if sh is None:
+        (out / PART_FILE).unlink(missing_ok=True)  # a shard's earlier output here is not a part of this run
     n_workers = max(1, min(workers or config.workers, len(jobs) or 1))
     settings = {
         "out": str(out),
