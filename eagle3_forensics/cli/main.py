@@ -4,7 +4,10 @@ One module per command (``cli/<command>.py``, each with ``add_parser(sub, parser
 ``func``); this module builds the parser from :data:`COMMANDS` and maps errors to exit codes.
 
 Exit codes: 0 no error finding / success; 1 at least one error finding; 2 unusable input
-or bad arguments (one line on stderr, never a traceback); 3 an internal error (a bug: please report).
+or bad arguments (one line on stderr, never a traceback); 3 an internal error (a bug: please report);
+4 a live server could not be probed. Only a :class:`~eagle3_forensics.errors.ForensicsError` maps to
+its own code (2 or 4): any other exception that escapes a command — a ``ValueError`` included — is a
+bug in eagle3-forensics, so user input must be turned into one of ours where it is read.
 """
 
 from __future__ import annotations
@@ -72,9 +75,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print_json(json_error(args, exc))
         sys.stderr.write(f"eagle3-forensics: {exc}\n")
         return int(exc.exit_code)
-    except ValueError as exc:
-        sys.stderr.write(f"eagle3-forensics: {' '.join(str(exc).split())}\n")
-        return EXIT_UNUSABLE
     except KeyboardInterrupt:
         sys.stderr.write("eagle3-forensics: interrupted\n")
         return 130

@@ -3,7 +3,7 @@
 ``add_parser`` registers the ``vocab`` command with :mod:`eagle3_forensics.cli.main`. Every command prints one JSON object with
 ``--json``, or a few readable lines. Exit codes: ``classify`` 0 when the map is consistent, 1
 when not; ``compare`` 0 when both maps select the same ids, 1 when they differ (like ``cmp``);
-``build`` and ``coverage`` 0; 2 for unusable input (raised as ``UnusableInputError``/``ValueError``
+``build`` and ``coverage`` 0; 2 for unusable input or bad arguments (raised as ``UnusableInputError``/``BadArgumentsError``
 and turned into one stderr line by ``cli.main``).
 """
 
@@ -37,7 +37,7 @@ def classify(args: argparse.Namespace) -> int:
             "size": int(sel.shape[0]),
             "fingerprint": mapping_fingerprint(m.target_vocab_size or 0, sel),
         }
-    except ValueError as exc:
+    except (ValueError, UnusableInputError) as exc:
         selection = {"error": str(exc)}
     check = None
     if args.target is not None and m.source == "checkpoint":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from eagle3_forensics.engines import eagle, sglang, speculators, vllm
 from eagle3_forensics.engines.rules import EngineRules
+from eagle3_forensics.errors import BadArgumentsError
 
 ENGINES: dict[str, EngineRules] = {
     t.name: t for t in (sglang.RULES, vllm.RULES, eagle.RULES, speculators.RULES)
@@ -20,7 +21,9 @@ def resolve_engines(spec: str | list[str] | tuple[str, ...] | None) -> list[str]
         return list(ENGINE_NAMES)
     unknown = [n for n in names if n not in ENGINES]
     if unknown:
-        raise ValueError(f"unknown engine {unknown[0]!r}; choose from {', '.join(ENGINE_NAMES)} or all")
+        raise BadArgumentsError(
+            f"unknown engine {unknown[0]!r}; choose from {', '.join(ENGINE_NAMES)} or all"
+        )
     return names
 
 

@@ -42,7 +42,7 @@ from eagle3_forensics.engines.simulate import (
     resolve_key,
     simulate_load,
 )
-from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
+from eagle3_forensics.errors import BadArgumentsError, ForensicsError, UnusableInputError
 from eagle3_forensics.findings import Finding, Severity, sort_findings
 from eagle3_forensics.io.checkpoint import (
     CONFIG_FILE,
@@ -809,7 +809,7 @@ class _Planner:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # padding is reported in the step itself
                 m = build_vocab_mapping(ids, v, big_v, loss_mask=mask, tie_break=tie)
-        except ValueError as exc:
+        except (ValueError, ForensicsError) as exc:  # the sizes come from the config: input, not arguments
             raise UnusableInputError(f"cannot build a vocabulary map from {self.data_path}: {exc}") from None
         counted = int(mask.sum()) if mask is not None else int(ids.size)
         note = (

@@ -125,6 +125,21 @@ def _mapping(value: Any, what: str) -> dict[str, Any]:
     return {str(k): v for k, v in value.items()}
 
 
+def _config_number(value: Any, what: str, cast: type[int] | type[float]) -> Any:
+    """``cast(value)``; a value that is not a number is an unusable config, named by its key."""
+    try:
+        return cast(value)
+    except (TypeError, ValueError, OverflowError):
+        raise UnusableInputError(f"config: {what} must be a number, got {value!r}") from None
+
+
+def _config_names(value: Any, what: str) -> list[str]:
+    """A list of names (strings); anything else is an unusable config."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UnusableInputError(f"config: {what} must be a list of names, got {value!r}")
+    return value
+
+
 def load_config(path: str | Path) -> RunConfig:
     """Read a run configuration (YAML). Relative paths are relative to the config file."""
     import yaml
@@ -147,7 +162,9 @@ def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str |
         raise UnusableInputError(
             f"config: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_CONFIG_KEYS))}"
         )
-    path_names = tuple(data.get("path_parameters") or DEFAULT_PATH_PARAMETERS)
+    path_names = tuple(
+        _config_names(data.get("path_parameters") or list(DEFAULT_PATH_PARAMETERS), "path_parameters")
+    )
     nb_dir_raw = data.get("notebooks_dir")
     nb_dir = NOTEBOOKS_DIR if nb_dir_raw is None else (base / os.path.expanduser(str(nb_dir_raw))).resolve()
     global_params = _resolve_paths(_mapping(data.get("parameters"), "parameters"), path_names, base)
@@ -213,6 +230,8 @@ def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str |
                 **d_params,
             }
         chosen = spec.get("notebooks")
+        if chosen is not None:
+            chosen = _config_names(chosen, f"drafters.{dname}.notebooks")
         selected = (
             names
             if chosen is None
@@ -241,14 +260,19 @@ def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str |
 
     gate = _mapping(data.get("gate"), "gate")
     tolerance = dict(DEFAULT_TOLERANCE)
-    tolerance.update({k: float(v) for k, v in _mapping(gate.get("tolerance"), "gate.tolerance").items()})
-    workers = int(data.get("workers") or 1)
+    tolerance.update(
+        {
+            k: _config_number(v, f"gate.tolerance.{k}", float)
+            for k, v in _mapping(gate.get("tolerance"), "gate.tolerance").items()
+        }
+    )
+    workers = _config_number(data.get("workers") or 1, "workers", int)
     return RunConfig(
         name=str(data.get("name") or (Path(source).stem if source else "run")),
         source=source,
         notebooks_dir=nb_dir,
-        timeout=int(data.get("timeout") or 300),
-        start_timeout=int(data.get("start_timeout") or 120),
+        timeout=_config_number(data.get("timeout") or 300, "timeout", int),
+        start_timeout=_config_number(data.get("start_timeout") or 120, "start_timeout", int),
         workers=max(1, workers),
         env={str(k): str(v) for k, v in _mapping(data.get("env"), "env").items()},
         show_code=bool(data.get("show_code", False)),

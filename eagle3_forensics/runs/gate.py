@@ -82,8 +82,49 @@ def load_baseline(path: str | Path, tolerance: dict[str, float] | None = None) -
         return baseline_from_runs(data.get("runs") or [], tolerance, source=str(p))
     if not isinstance(data, dict) or not isinstance(data.get("drafters"), dict):
         raise UnusableInputError(f"{p} is neither a baseline (with 'drafters') nor a run summary.json")
+    for name, entry in data["drafters"].items():
+        _check_baseline_entry(entry, f"{p}: drafters.{name}")
     data.setdefault("source", str(p))
     return data
+
+
+def _check_baseline_entry(entry: Any, where: str) -> None:
+    """Fail at load, naming the field, on a baseline the gate could not read after the notebooks ran."""
+
+    def number(x: Any, what: str, optional: bool = False) -> None:
+        if (x is None and optional) or (isinstance(x, (int, float)) and not isinstance(x, bool)):
+            return
+        raise UnusableInputError(f"{where}.{what} must be a number, got {x!r}")
+
+    def spec(d: Any, what: str) -> None:
+        if not isinstance(d, dict):
+            raise UnusableInputError(f"{what} must be an object, got {d!r}")
+        al = d.get("acceptance_length")
+        if al is not None:
+            if not isinstance(al, dict):
+                raise UnusableInputError(f"{what}.acceptance_length must be an object, got {al!r}")
+            number(al.get("value"), "acceptance_length.value", optional=True)
+            number(al.get("tolerance", 0), "acceptance_length.tolerance")
+        pp = d.get("per_position")
+        if pp is not None:
+            if not isinstance(pp, dict) or not isinstance(pp.get("values", []), list):
+                raise UnusableInputError(f"{what}.per_position must be an object with a list of values")
+            for i, x in enumerate(pp.get("values") or []):
+                number(x, f"per_position.values[{i}]")
+            tols = pp.get("tolerance", 0)
+            for i, x in enumerate(tols if isinstance(tols, list) else [tols]):
+                number(x, f"per_position.tolerance[{i}]")
+
+    spec(entry, where)
+    found = entry.get("expected_findings")
+    if found is not None and (not isinstance(found, list) or not all(isinstance(c, str) for c in found)):
+        raise UnusableInputError(f"{where}.expected_findings must be a list of finding codes, got {found!r}")
+    by_nb = entry.get("by_notebook")
+    if by_nb is not None:
+        if not isinstance(by_nb, dict):
+            raise UnusableInputError(f"{where}.by_notebook must be an object, got {by_nb!r}")
+        for nb, d in by_nb.items():
+            spec(d, f"{where}.by_notebook.{nb}")
 
 
 def baseline_from_runs(

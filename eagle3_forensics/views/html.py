@@ -17,6 +17,7 @@ import json
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
+from eagle3_forensics.errors import BadArgumentsError
 from eagle3_forensics.views.text import human_bytes as _human_bytes
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -81,7 +82,7 @@ def engines_of(diagnosis: Diagnosis, engine: str | None = "all") -> list[str]:
         return list(diagnosis.loads)
     if engine not in diagnosis.loads:
         known = ", ".join(diagnosis.loads) or "none (the checkpoint is unusable)"
-        raise ValueError(f"no load simulation for engine {engine!r}; simulated: {known}")
+        raise BadArgumentsError(f"no load simulation for engine {engine!r}; simulated: {known}")
     return [engine]
 
 
@@ -154,7 +155,7 @@ def key_fate_table(diagnosis: Diagnosis, engine: str) -> pd.DataFrame:
     import pandas as pd
 
     if engine in (None, "all"):
-        raise ValueError(
+        raise BadArgumentsError(
             "key_fate_table shows one engine; use key_fates_html(diagnosis, 'all') for every engine"
         )
     (name,) = engines_of(diagnosis, engine)

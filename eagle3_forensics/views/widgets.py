@@ -481,7 +481,7 @@ def token_lookup_data(
     try:
         sel, source = m.selected()
         sel = np.asarray(sel, dtype=np.int64)
-    except ValueError as exc:
+    except (ValueError, UnusableInputError) as exc:
         sel, source = None, f"unknown ({exc})"
     tokens = tokenizer = None
     if target is not None and (Path(target) / "tokenizer.json").is_file():

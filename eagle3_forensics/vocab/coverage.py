@@ -190,7 +190,7 @@ def corpus_counts(
                 )
             tc = tokenize_corpus(corpus, tokenizer, chat_template=chat_template)
             return count_token_ids(tc.pairs(), target_vocab_size, progress=progress, total_tokens=tc.tokens)
-    except ValueError as exc:
+    except (ValueError, UnusableInputError) as exc:  # numpy's and ours: one line naming the input
         raise UnusableInputError(f"cannot count {ids if ids is not None else corpus}: {exc}") from None
     raise UnusableInputError("no corpus: give a token-id file or a JSONL corpus with a tokenizer")
 
@@ -212,10 +212,10 @@ def selection_mask(selection: Any, size: int) -> np.ndarray:
             mask = np.zeros(size, dtype=bool)
             ids = arr.astype(np.int64).reshape(-1)
             if ids.size and (ids.min() < 0 or ids.max() >= size):
-                raise ValueError(f"selected ids must lie in [0, {size})")
+                raise UnusableInputError(f"selected ids must lie in [0, {size})")
             mask[ids] = True
     if mask.shape[0] != size:
-        raise ValueError(
+        raise UnusableInputError(
             f"the map covers {mask.shape[0]} target ids, the counts {size}: not the same vocabulary"
         )
     return mask
@@ -294,7 +294,7 @@ def coverage_report(
     v = int(mask.sum())
     total = int(c.sum())
     if total == 0:
-        raise ValueError("no counted tokens (empty corpus or an all-zero loss mask)")
+        raise UnusableInputError("no counted tokens (empty corpus or an all-zero loss mask)")
     covered = int(c[mask].sum())
     curve = coverage_curve(c)
     by_class: list[dict[str, Any]] = []

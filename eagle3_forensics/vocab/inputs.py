@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.io.checkpoint import safe_torch_load
 from eagle3_forensics.vocab.mapping import (
     LmHeadRowCheck,
@@ -330,7 +330,7 @@ def build_vocab_mapping_from_data(
                 progress=progress,
                 total_tokens=tc.tokens,
             )
-    except ValueError as exc:
+    except (ValueError, UnusableInputError) as exc:  # numpy's and ours: one line naming the input
         raise UnusableInputError(
             f"cannot build a vocabulary map from {ids if ids is not None else corpus}: {exc}"
         ) from None
@@ -829,7 +829,7 @@ def save_mapping(mapping: Any, out: str | Path, metadata: dict[str, Any] | None 
     t2d = torch.as_tensor(mapping.t2d).to(torch.bool).contiguous()
     suffix = p.suffix.lower()
     if suffix not in (".safetensors", ".pt"):
-        raise ValueError(f"output {p} must end in .safetensors or .pt")
+        raise BadArgumentsError(f"output {p} must end in .safetensors or .pt")
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(f".{p.name}.tmp")
     if suffix == ".safetensors":
@@ -876,7 +876,7 @@ def lm_head_row_check(
         return missing(f"target {target} has neither lm_head.weight nor an embedding")
     try:
         return check_lm_head_rows(ckpt.read_tensor(head_name), target_head, m.d2t, m.t2d)
-    except ValueError as exc:
+    except (ValueError, UnusableInputError) as exc:
         if required:
             raise UnusableInputError(f"lm_head row check: {exc}") from None
         return None

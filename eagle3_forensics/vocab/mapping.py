@@ -43,6 +43,8 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
+from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
+
 # kind -> one-line meaning
 KINDS: dict[str, str] = {
     "consistent_offsets": "offsets, consistent with t2d: target = i + d2t[i] selects exactly nonzero(t2d)",
@@ -308,7 +310,7 @@ def t2d_from_d2t(d2t: Any, target_vocab_size: int) -> torch.Tensor:
     d = _np(d2t).astype(np.int64)
     targets = d + np.arange(d.shape[0], dtype=np.int64)
     if targets.size and (targets.min() < 0 or targets.max() >= target_vocab_size):
-        raise ValueError("d2t maps outside the target vocabulary; it is not an offsets encoding")
+        raise UnusableInputError("d2t maps outside the target vocabulary; it is not an offsets encoding")
     mask = np.zeros(target_vocab_size, dtype=bool)
     mask[targets] = True
     return _torch().from_numpy(mask)
@@ -376,7 +378,7 @@ class TokenCounts:
         if exact is not None:
             return ids[np.argsort(exact[ids], kind="stable")][:need]  # stable: then by id
         if self.first_group is None or self.track != tie_break or self.rescan is None:
-            raise ValueError(f"tie_break {tie_break!r} needs counts made with track={tie_break!r}")
+            raise BadArgumentsError(f"tie_break {tie_break!r} needs counts made with track={tie_break!r}")
         groups = self.first_group[ids]
         order = np.argsort(groups, kind="stable")
         ids, groups = ids[order], groups[order]
@@ -453,7 +455,7 @@ def _as_array(x: Any, what: str) -> np.ndarray:
         return np.asarray(x.numpy())
     arr = np.asarray(x)
     if arr.dtype == object:
-        raise ValueError(f"{what} is ragged or not numeric; pass one array per row instead")
+        raise UnusableInputError(f"{what} is ragged or not numeric; pass one array per row instead")
     return arr
 
 
@@ -483,11 +485,11 @@ def _chunk_pairs(token_ids: Any, loss_mask: Any) -> Iterator[tuple[Any, Any]]:
     )
     if single:
         if loss_mask is not None and not (_is_array_like(loss_mask) or isinstance(loss_mask, list)):
-            raise ValueError("loss_mask chunks do not match token_id chunks")
+            raise UnusableInputError("loss_mask chunks do not match token_id chunks")
         yield token_ids, loss_mask
         return
     if isinstance(token_ids, (str, bytes)):
-        raise ValueError(
+        raise BadArgumentsError(
             "token_ids must be an array or a sequence of arrays, not a string "
             "(use eagle3_forensics.vocab.inputs for files)"
         )
@@ -496,11 +498,11 @@ def _chunk_pairs(token_ids: Any, loss_mask: Any) -> Iterator[tuple[Any, Any]]:
             yield (item if _is_pair(item) else (item, None))
         return
     if _is_array_like(loss_mask):
-        raise ValueError("loss_mask chunks do not match token_id chunks")
+        raise UnusableInputError("loss_mask chunks do not match token_id chunks")
     sentinel = object()
     for ids, mask in zip_longest(token_ids, loss_mask, fillvalue=sentinel):
         if ids is sentinel or mask is sentinel:
-            raise ValueError("loss_mask chunks do not match token_id chunks")
+            raise UnusableInputError("loss_mask chunks do not match token_id chunks")
         yield ids, mask
 
 
@@ -525,17 +527,17 @@ class _Block:
 def _rows_of(ids: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
     """View a chunk as ``[rows, length]`` (a 1-D chunk is one row); no data is copied."""
     if ids.size and not (np.issubdtype(ids.dtype, np.integer) and ids.dtype != np.bool_):
-        raise ValueError(f"token ids must be integers, got dtype {ids.dtype}")
+        raise UnusableInputError(f"token ids must be integers, got dtype {ids.dtype}")
     if ids.ndim == 0:
-        raise ValueError("token ids must be 1-D or 2-D, got a scalar")
+        raise UnusableInputError("token ids must be 1-D or 2-D, got a scalar")
     if mask is not None:
         if mask.size != ids.size or (mask.ndim > 1 and ids.ndim > 1 and mask.shape != ids.shape):
-            raise ValueError(
+            raise UnusableInputError(
                 f"loss_mask has shape {list(mask.shape)} ({mask.size} entries), "
                 f"token ids have shape {list(ids.shape)} ({ids.size} entries)"
             )
         if mask.dtype != np.bool_ and not np.issubdtype(mask.dtype, np.number):
-            raise ValueError(f"loss_mask must be boolean or numeric, got dtype {mask.dtype}")
+            raise UnusableInputError(f"loss_mask must be boolean or numeric, got dtype {mask.dtype}")
     length = max(int(ids.shape[-1]), 1)
     rows = ids.reshape(-1, length) if ids.size else ids.reshape(0, length)
     return rows, (None if mask is None else mask.reshape(rows.shape))
@@ -622,9 +624,9 @@ def _iter_blocks(pairs: Iterable[tuple[Any, Any]], block_tokens: int) -> Iterato
         yield flush()
 
 
-def _out_of_range(ids: np.ndarray, target_vocab_size: int) -> ValueError:
+def _out_of_range(ids: np.ndarray, target_vocab_size: int) -> UnusableInputError:
     lo, hi = int(ids.min()), int(ids.max())
-    return ValueError(f"token ids must lie in [0, {target_vocab_size}); found {lo}..{hi}")
+    return UnusableInputError(f"token ids must lie in [0, {target_vocab_size}); found {lo}..{hi}")
 
 
 def _total_tokens(token_ids: Any) -> int | None:
@@ -667,7 +669,9 @@ def _rescan_block(
         where = block.rows_at(pos) if track == "first_row" else pos
         np.minimum.at(keys, slot[block.ids[pos]], where)
         return keys
-    raise RuntimeError("the input changed between two reads")  # pragma: no cover - reopen gives the same data
+    raise UnusableInputError(
+        "the input changed between two reads"
+    )  # pragma: no cover - reopen gives the same data
 
 
 def count_token_ids(
@@ -690,12 +694,12 @@ def count_token_ids(
     (ties inside one block are settled later by re-reading that block alone), for one-shot
     iterators the exact position or row. ``progress``: a tqdm bar (``None``: only for inputs of at
     least :data:`PROGRESS_MIN_TOKENS` ids; ``total_tokens`` sizes it for streamed inputs). Raises
-    ``ValueError`` on ids outside ``[0, V)``, non-integer ids and masks of another shape.
+    ``UnusableInputError`` on ids outside ``[0, V)``, non-integer ids and masks of another shape.
     """
     if not isinstance(target_vocab_size, (int, np.integer)) or target_vocab_size <= 0:
-        raise ValueError(f"target_vocab_size must be a positive integer, got {target_vocab_size!r}")
+        raise BadArgumentsError(f"target_vocab_size must be a positive integer, got {target_vocab_size!r}")
     if track not in (None, "first_seen", "first_row"):
-        raise ValueError("track must be None, 'first_seen' or 'first_row'")
+        raise BadArgumentsError("track must be None, 'first_seen' or 'first_row'")
     big_v = int(target_vocab_size)
     counts = np.zeros(big_v, dtype=np.int64)
     reopen = _reopener(token_ids, loss_mask) if track else None
@@ -806,16 +810,16 @@ def select_draft_vocab(
 ) -> VocabMapping:
     """Top ``draft_vocab_size`` ids by count (ties per ``tie_break``), padded, sorted, as offsets."""
     if tie_break not in TIE_BREAKS:
-        raise ValueError(f"tie_break must be one of {', '.join(repr(k) for k in TIE_BREAKS)}")
+        raise BadArgumentsError(f"tie_break must be one of {', '.join(repr(k) for k in TIE_BREAKS)}")
     tc = counts if isinstance(counts, TokenCounts) else TokenCounts(np.asarray(counts, dtype=np.int64), 0, 0)
     c = tc.counts
     big_v = int(c.shape[0])
     if not 0 < draft_vocab_size <= big_v:
-        raise ValueError(
+        raise BadArgumentsError(
             f"draft_vocab_size {draft_vocab_size} must be in 1..{big_v} (the target vocabulary size)"
         )
     if c.sum() == 0:
-        raise ValueError("no counted tokens (empty corpus or an all-zero loss mask)")
+        raise UnusableInputError("no counted tokens (empty corpus or an all-zero loss mask)")
     seen = np.flatnonzero(c)
     if seen.shape[0] <= draft_vocab_size:
         chosen = seen
@@ -869,11 +873,11 @@ def build_vocab_mapping(
     selection ascending; encodes offsets ``d2t[i] = sel[i] - i``.
     """
     if tie_break not in TIE_BREAKS:
-        raise ValueError(f"tie_break must be one of {', '.join(repr(k) for k in TIE_BREAKS)}")
+        raise BadArgumentsError(f"tie_break must be one of {', '.join(repr(k) for k in TIE_BREAKS)}")
     if not isinstance(target_vocab_size, (int, np.integer)) or target_vocab_size <= 0:
-        raise ValueError(f"target_vocab_size must be a positive integer, got {target_vocab_size!r}")
+        raise BadArgumentsError(f"target_vocab_size must be a positive integer, got {target_vocab_size!r}")
     if not isinstance(draft_vocab_size, (int, np.integer)) or not 0 < draft_vocab_size <= target_vocab_size:
-        raise ValueError(
+        raise BadArgumentsError(
             f"draft_vocab_size {draft_vocab_size} must be in 1..{target_vocab_size} "
             "(the target vocabulary size)"
         )
@@ -912,7 +916,7 @@ def selected_ids(
 
     ``nonzero(t2d)`` when ``t2d`` is a valid mask of the draft size (the set the head was trained
     against); otherwise ``d2t`` decoded per its classification (absolute ids, offsets applied
-    twice, or offsets). Raises ``ValueError`` when neither tells.
+    twice, or offsets). Raises ``UnusableInputError`` when neither tells.
     """
     v = draft_vocab_size if draft_vocab_size is not None else (None if d2t is None else int(_np(d2t).size))
     if _usable_t2d(t2d, v):
@@ -921,7 +925,7 @@ def selected_ids(
     if res.kind == "full_vocab" and res.target_vocab_size is not None:
         return np.arange(res.target_vocab_size, dtype=np.int64), "full vocabulary"
     if d2t is None or res.kind in ("missing", "invalid_d2t", "inconsistent_sizes", "identity_default"):
-        raise ValueError(f"cannot tell which target ids this map selects: {res.meaning}")
+        raise UnusableInputError(f"cannot tell which target ids this map selects: {res.meaning}")
     d = _np(d2t).astype(np.int64).reshape(-1)
     k = _DECODE.get(res.kind, 1)
     sel = d + k * np.arange(d.shape[0], dtype=np.int64)
@@ -1172,7 +1176,9 @@ def check_lm_head_rows(
         else torch.as_tensor(np.asarray(target_lm_head))
     )
     if dh.ndim != 2 or th.ndim != 2 or dh.shape[1] != th.shape[1]:
-        raise ValueError(f"lm_head shapes {list(dh.shape)} and {list(th.shape)} do not share a hidden size")
+        raise UnusableInputError(
+            f"lm_head shapes {list(dh.shape)} and {list(th.shape)} do not share a hidden size"
+        )
     v, big_v = int(dh.shape[0]), int(th.shape[0])
     ar = np.arange(v, dtype=np.int64)
     cands: dict[str, np.ndarray] = {}

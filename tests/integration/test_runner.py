@@ -111,6 +111,26 @@ def test_config_errors_are_caught_before_running(tmp_path: Path) -> None:
                 "drafters": {"d": {"checkpoint": str(tmp_path), "parameters": {"k": 3}}},
             }
         )
+    with pytest.raises(UnusableInputError, match="workers must be a number"):
+        config_from_dict({**base, "notebooks": ["01_a"], "workers": "many"})
+    with pytest.raises(UnusableInputError, match=r"gate.tolerance.acceptance_length must be a number"):
+        config_from_dict({**base, "notebooks": ["01_a"], "gate": {"tolerance": {"acceptance_length": [1]}}})
+    with pytest.raises(UnusableInputError, match="notebooks must be a list of names"):
+        config_from_dict(
+            {**base, "notebooks": ["01_a"], "drafters": {"d": {"checkpoint": "x", "notebooks": 3}}}
+        )
+
+
+def test_a_malformed_baseline_fails_at_load(tmp_path: Path) -> None:
+    """Not after every notebook ran: the gate reads numbers the load already checked."""
+    data = json.loads(BASELINE.read_text(encoding="utf-8"))
+    data["drafters"]["healthy"]["per_position"]["tolerance"] = ["wide"]
+    bad = tmp_path / "b.json"
+    bad.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(
+        UnusableInputError, match=r"drafters.healthy.per_position.tolerance\[0\] must be a number"
+    ):
+        load_baseline(bad)
 
 
 # -- a deliberately failing notebook -------------------------------------------------------------

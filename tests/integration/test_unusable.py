@@ -27,7 +27,7 @@ from safetensors.torch import load_file, save_file
 
 from eagle3_forensics.checks.diagnose import diagnose
 from eagle3_forensics.engines import ENGINE_NAMES
-from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.io.checkpoint import open_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -561,6 +561,6 @@ def test_bad_arguments(args: list[str]) -> None:
     assert proc.stdout == ""
 
 
-def test_api_unknown_engine_raises_value_error() -> None:
-    with pytest.raises(ValueError, match="tensorrt"):
+def test_api_unknown_engine_raises_bad_arguments() -> None:
+    with pytest.raises(BadArgumentsError, match="tensorrt"):
         diagnose(HEALTHY, engines="tensorrt")

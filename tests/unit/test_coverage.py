@@ -113,9 +113,9 @@ def test_coverage_report_numbers() -> None:
         and d["curve"]["4"] == round(r.oracle, 6)
         and d["curve"]["8"] == 1.0
     )
-    with pytest.raises(ValueError, match="not the same vocabulary"):
+    with pytest.raises(UnusableInputError, match="not the same vocabulary"):
         coverage_report(counts, np.zeros(9, dtype=bool))
-    with pytest.raises(ValueError, match="no counted tokens"):
+    with pytest.raises(UnusableInputError, match="no counted tokens"):
         coverage_report(np.zeros(8, dtype=np.int64), sel)
 
 

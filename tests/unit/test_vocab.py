@@ -16,6 +16,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from eagle3_forensics.errors import BadArgumentsError, ForensicsError, UnusableInputError
 from eagle3_forensics.vocab.mapping import (
     CONSISTENT_KINDS,
     KINDS,
@@ -111,7 +112,7 @@ def test_d2t_from_t2d_and_back(seed_story: Any) -> None:
     assert torch.equal(d2t_from_t2d(t2d), d2t)
     assert torch.equal(t2d_from_d2t(d2t, V_SEED), t2d)
     assert torch.equal(offsets_to_absolute(d2t), torch.from_numpy(sel))
-    with pytest.raises(ValueError):
+    with pytest.raises(UnusableInputError):
         t2d_from_d2t(torch.from_numpy(sel), V_SEED)  # absolute ids overflow as offsets
 
 
@@ -389,7 +390,7 @@ def test_prop_build_matches_reference(data: Any, tie_break: str) -> None:
     as_arrays = tuple(np.asarray(c, dtype=np.int64) for c in chunks)
     mask_arrays = None if masks is None else tuple(np.asarray(m, dtype=bool) for m in masks)
     if not tokens:
-        with pytest.raises(ValueError):
+        with pytest.raises(UnusableInputError):
             build_vocab_mapping(as_arrays, draft, vocab, loss_mask=mask_arrays, tie_break=tie_break)
         return
     mapping = build_vocab_mapping(as_arrays, draft, vocab, loss_mask=mask_arrays, tie_break=tie_break)
@@ -451,7 +452,7 @@ def test_padding_with_smallest_unused_ids() -> None:
 )
 def test_build_rejects_bad_input(kwargs: dict[str, Any], match: str) -> None:
     args = {"draft_vocab_size": 3, "target_vocab_size": 10, **kwargs}
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ForensicsError, match=match):
         build_vocab_mapping(**args)
 
 
@@ -592,18 +593,18 @@ def test_out_of_range_anywhere_is_caught(bad: int) -> None:
     ids = np.zeros((10, 10), dtype=np.int64)
     ids[9, 9] = bad  # in the last block
     for mask in (None, np.ones((10, 10), dtype=bool)):
-        with pytest.raises(ValueError, match="token ids must lie"):
+        with pytest.raises(UnusableInputError, match="token ids must lie"):
             build_vocab_mapping(ids, 3, 50, loss_mask=mask, block_tokens=7)
 
 
 def test_build_rejects_more_bad_input() -> None:
-    with pytest.raises(ValueError, match="integers"):
+    with pytest.raises(UnusableInputError, match="integers"):
         build_vocab_mapping(np.array([1.5, 2.0]), 1, 10)
-    with pytest.raises(ValueError, match="loss_mask has shape"):
+    with pytest.raises(UnusableInputError, match="loss_mask has shape"):
         build_vocab_mapping(np.zeros((2, 3), dtype=np.int64), 1, 10, loss_mask=np.ones((3, 2), dtype=bool))
-    with pytest.raises(ValueError, match="loss_mask chunks"):
+    with pytest.raises(UnusableInputError, match="loss_mask chunks"):
         build_vocab_mapping((np.array([1]), np.array([2])), 1, 10, loss_mask=(np.array([True]),))
-    with pytest.raises(ValueError, match="target_vocab_size"):
+    with pytest.raises(BadArgumentsError, match="target_vocab_size"):
         build_vocab_mapping(np.array([1]), 1, 0)
 
 
@@ -679,7 +680,7 @@ def test_lm_head_rows_exact_and_heuristic(seed_story: Any) -> None:
     assert heur.baseline_cosine is not None and heur.baseline_cosine < 0.5
     unrelated = check_lm_head_rows(torch.randn(v_SEED, 16, generator=g), target_head, d2t, t2d)
     assert unrelated.best is None and unrelated.d2t_confirmed is None
-    with pytest.raises(ValueError, match="hidden size"):
+    with pytest.raises(UnusableInputError, match="hidden size"):
         check_lm_head_rows(frozen[:, :8], target_head, d2t, t2d)
 
 
@@ -704,6 +705,6 @@ def test_prop_one_long_row_split_across_blocks(
 
 def test_counts_without_tracking_cannot_break_ties() -> None:
     tc = count_token_ids(np.array([3, 5]), 10)
-    with pytest.raises(ValueError, match="track='first_row'"):
+    with pytest.raises(BadArgumentsError, match="track='first_row'"):
         select_draft_vocab(tc, 1, "first_row")
     assert select_draft_vocab(tc, 2, "first_row").selected.tolist() == [3, 5]  # no tie to break
