@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from eagle3_forensics.io.checkpoint import Checkpoint, TensorInfo, open_checkpoi
 from eagle3_forensics.io.config import DrafterConfig
 from eagle3_forensics.io.layout import FormatInfo, detect_format
 from eagle3_forensics.io.target import TargetInfo, open_target
+from eagle3_forensics.repair.policy import FIX, POLICY, REPAIRABLE_ENGINES
 
 
 @dataclass
@@ -108,10 +109,6 @@ def _with_repair_hints(findings: list[Finding], path: str) -> list[Finding]:
 
     Which codes it handles is ``repair.POLICY`` (one table); a refusal there keeps the manual fix.
     """
-    from dataclasses import replace
-
-    from eagle3_forensics.repair.policy import FIX, POLICY, REPAIRABLE_ENGINES
-
     out = []
     for f in findings:
         policy = POLICY.get(f.code)

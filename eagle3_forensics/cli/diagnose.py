@@ -11,8 +11,8 @@ from eagle3_forensics.engines import ENGINE_NAMES
 
 
 def run(args: argparse.Namespace) -> int:
-    from eagle3_forensics.checks.diagnose import diagnose  # deferred: numpy, safetensors, torch
-    from eagle3_forensics.views.text import render_diagnosis  # deferred: numpy, safetensors, torch
+    from eagle3_forensics.checks.diagnose import diagnose  # heavy: numpy, safetensors, torch
+    from eagle3_forensics.views.text import render_diagnosis  # heavy: numpy, safetensors, torch
 
     d = diagnose(args.path, target=args.target, engines=args.engine)
     if args.json:

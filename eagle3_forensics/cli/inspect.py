@@ -9,8 +9,8 @@ from eagle3_forensics.cli.output import print_json
 
 
 def run(args: argparse.Namespace) -> int:
-    from eagle3_forensics.checks.diagnose import inspect_checkpoint  # deferred: numpy, safetensors, torch
-    from eagle3_forensics.views.text import render_inspection  # deferred: numpy, safetensors, torch
+    from eagle3_forensics.checks.diagnose import inspect_checkpoint  # heavy: numpy, safetensors, torch
+    from eagle3_forensics.views.text import render_inspection  # heavy: numpy, safetensors, torch
 
     ins = inspect_checkpoint(args.path)
     if args.json:

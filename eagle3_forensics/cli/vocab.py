@@ -24,8 +24,8 @@ def _pct(x: float | None) -> str:
 
 
 def classify(args: argparse.Namespace) -> int:
-    from eagle3_forensics.vocab.inputs import lm_head_row_check, load_mapping
-    from eagle3_forensics.vocab.mapping import mapping_fingerprint, suggest_d2t_fix
+    from eagle3_forensics.vocab.inputs import lm_head_row_check, load_mapping  # heavy: numpy, torch
+    from eagle3_forensics.vocab.mapping import mapping_fingerprint, suggest_d2t_fix  # heavy: numpy, torch
 
     m = load_mapping(args.path, args.target)
     res = m.classify()
@@ -90,8 +90,12 @@ def classify(args: argparse.Namespace) -> int:
 
 
 def build(args: argparse.Namespace) -> int:
-    from eagle3_forensics.vocab.inputs import build_vocab_mapping_from_file, save_mapping, tokenize_corpus
-    from eagle3_forensics.vocab.mapping import build_vocab_mapping
+    from eagle3_forensics.vocab.inputs import (  # heavy: numpy, torch
+        build_vocab_mapping_from_file,
+        save_mapping,
+        tokenize_corpus,
+    )
+    from eagle3_forensics.vocab.mapping import build_vocab_mapping  # heavy: numpy, torch
 
     if Path(args.out).suffix.lower() not in (".safetensors", ".pt"):
         raise UnusableInputError(f"--out {args.out} must end in .safetensors or .pt")
@@ -129,8 +133,8 @@ def build(args: argparse.Namespace) -> int:
 
 
 def compare(args: argparse.Namespace) -> int:
-    from eagle3_forensics.vocab.inputs import load_mapping
-    from eagle3_forensics.vocab.mapping import compare_mappings
+    from eagle3_forensics.vocab.inputs import load_mapping  # heavy: numpy, torch
+    from eagle3_forensics.vocab.mapping import compare_mappings  # heavy: numpy, torch
 
     a = load_mapping(args.a, args.target)
     b = load_mapping(args.b, args.target)
@@ -167,7 +171,7 @@ def compare(args: argparse.Namespace) -> int:
 
 
 def coverage(args: argparse.Namespace) -> int:
-    from eagle3_forensics.vocab.coverage import corpus_coverage
+    from eagle3_forensics.vocab.coverage import corpus_coverage  # heavy: numpy, torch
 
     if args.corpus is not None and args.tokenizer is None and args.target is None:
         raise UnusableInputError("--corpus needs --tokenizer or --target (the target's tokenizer directory)")

@@ -27,6 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from eagle3_forensics.errors import UnusableInputError
+
 CORPUS_FILE = "corpus.jsonl"
 IDS_FILE = "corpus_ids.safetensors"
 TARGET_SUBDIR = "target"
@@ -55,7 +57,7 @@ def demo_records(seed: int = 0, n: int = N_RECORDS) -> list[dict[str, Any]]:
     and the next one to three facts of the chain as the completion, ending in ``</s>``, which is what
     the target's greedy continuation (the drafter's training text) looks like.
     """
-    from eagle3_forensics.demo.world import make_world
+    from eagle3_forensics.demo.world import make_world  # heavy: torch
 
     world = make_world(seed)
     rng = random.Random(seed * 1_000_003 + 50)  # noqa: S311 - demo data, not cryptography
@@ -85,16 +87,14 @@ def _sha256(path: Path) -> str:
 
 def write_demo_corpus(demo_dir: str | Path, *, seed: int = 0, n_records: int = N_RECORDS) -> dict[str, Path]:
     """Write ``corpus.jsonl`` and ``corpus_ids.safetensors`` under ``demo_dir`` (byte-identical per seed)."""
-    import torch
-    from safetensors.torch import save_file
+    import torch  # heavy: torch
+    from safetensors.torch import save_file  # heavy: torch
 
-    from eagle3_forensics.vocab.inputs import safetensors_metadata, tokenize_corpus
+    from eagle3_forensics.vocab.inputs import safetensors_metadata, tokenize_corpus  # heavy: torch
 
     root = Path(demo_dir)
     tok_dir = root / TARGET_SUBDIR
     if not (tok_dir / "tokenizer.json").is_file():
-        from eagle3_forensics.errors import UnusableInputError
-
         raise UnusableInputError(
             f"no demo target tokenizer at {tok_dir / 'tokenizer.json'} (run make-demo first)"
         )

@@ -56,6 +56,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from safetensors.torch import save_file
+
+from eagle3_forensics.reference.drafter import DrafterSpec, Eagle3Drafter, export_tensors, fresh_init
+from eagle3_forensics.reference.train import (
+    aux_features,
+    deterministic,
+    greedy_continue,
+    heldout_accuracy,
+    train_causal_lm,
+    train_drafter,
+)
+from eagle3_forensics.vocab.mapping import build_vocab_mapping
 
 # ---------------------------------------------------------------------------------------------
 # sizes and names
@@ -147,8 +159,6 @@ def _write_json(path: pathlib.Path, obj: dict[str, Any]) -> None:
 
 
 def _save_tensors(path: pathlib.Path, tensors: Tensors) -> None:
-    from safetensors.torch import save_file
-
     ordered = {k: tensors[k].contiguous() for k in sorted(tensors)}
     save_file(ordered, str(path), metadata={"format": "pt"})
 
@@ -274,7 +284,14 @@ def _rng(seed: int, stream: int) -> random.Random:
 
 def _build_tokenizer(world: World, seed: int) -> Any:
     """Byte-level BPE with exactly ``VOCAB_SIZE`` tokens; ids 0,1,2 = <s>, </s>, <unk>; ``<s>`` prepended."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import (  # optional: tokenizers (the models extra)
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -301,7 +318,7 @@ def _build_tokenizer(world: World, seed: int) -> Any:
 
 
 def _target_config() -> Any:
-    from transformers import LlamaConfig
+    from transformers import LlamaConfig  # optional: transformers (the models extra)
 
     kwargs: dict[str, Any] = dict(
         vocab_size=VOCAB_SIZE,
@@ -341,9 +358,7 @@ def _token_batches(world: World, tok: Any, seed: int, budget: Budget) -> Callabl
 def _train_target(
     world: World, tok: Any, seed: int, budget: Budget, log: Callable[[str], None]
 ) -> tuple[Any, float]:
-    from transformers import LlamaForCausalLM
-
-    from eagle3_forensics.reference.train import train_causal_lm
+    from transformers import LlamaForCausalLM  # optional: transformers (the models extra)
 
     torch.manual_seed(seed)
     model = LlamaForCausalLM(_target_config())
@@ -359,11 +374,11 @@ def _train_target(
 
 
 def _write_target(model: Any, tok: Any, target_dir: pathlib.Path) -> None:
-    from transformers import PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast  # optional: transformers (the models extra)
 
     target_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(ImportError, AttributeError):  # no progress bars in make data
-        from transformers.utils import logging as hf_logging
+        from transformers.utils import logging as hf_logging  # optional: transformers (the models extra)
 
         hf_logging.disable_progress_bar()
     model.to(STORE_DTYPE).save_pretrained(str(target_dir))
@@ -440,8 +455,6 @@ def _speculators_config(aux_ids: list[int]) -> dict[str, Any]:
 
 
 def _drafter_spec() -> Any:
-    from eagle3_forensics.reference.drafter import DrafterSpec
-
     return DrafterSpec(
         hidden_size=HIDDEN_SIZE,
         intermediate_size=INTERMEDIATE_SIZE,
@@ -466,15 +479,6 @@ class _Trained:
 def _train_drafter(
     model: Any, world: World, tok: Any, seed: int, budget: Budget, log: Callable[[str], None]
 ) -> _Trained:
-    from eagle3_forensics.reference.drafter import Eagle3Drafter, export_tensors, fresh_init
-    from eagle3_forensics.reference.train import (
-        aux_features,
-        greedy_continue,
-        heldout_accuracy,
-        train_drafter,
-    )
-    from eagle3_forensics.vocab.mapping import build_vocab_mapping
-
     def prompts(stream: int, n: int) -> torch.Tensor:
         rng = _rng(seed, stream)
         rows = [_encode(tok, world.document(rng, 4))[: budget.drafter_prompt_len] for _ in range(n)]
@@ -638,8 +642,6 @@ def make_demo(
     Returns ``{variant_name: drafter_dir}`` for every name in :data:`VARIANTS` (the target lives at
     ``out_dir / TARGET_SUBDIR``). Existing files are overwritten; nothing else is removed.
     """
-    from eagle3_forensics.reference.train import deterministic
-
     say = log or (lambda _msg: None)
     root = pathlib.Path(out_dir)
     root.mkdir(parents=True, exist_ok=True)

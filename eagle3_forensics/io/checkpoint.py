@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from safetensors import safe_open
 
 from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.io.dtypes import RAW_BITS, from_bytes
@@ -285,8 +286,6 @@ class Checkpoint:
         """
         key = (shard, framework)
         if key not in self._handles:
-            from safetensors import safe_open
-
             self._handles[key] = safe_open(str(self.path / shard), framework=framework)
         return self._handles[key]
 
@@ -308,8 +307,6 @@ class Checkpoint:
 
 
 def _list_safetensors(path: Path, shard: str) -> dict[str, TensorInfo]:
-    from safetensors import safe_open
-
     file = path / shard
     if not file.is_file():
         raise UnusableInputError(f"weights file missing: {file}", path=str(file))

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from eagle3_forensics.demo.world import VARIANTS
 from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.probe.decode import GreedyRun, LiveRun, greedy_decode, speculative_decode
 from eagle3_forensics.probe.proposers import Eagle3Proposer, Proposer
@@ -50,6 +51,8 @@ from eagle3_forensics.probe.teacher_forced import (
     teacher_forced_data,
     teacher_forced_estimate,
 )
+from eagle3_forensics.reference.drafter import Eagle3Drafter, load_drafter
+from eagle3_forensics.reference.target import TargetModel
 
 if TYPE_CHECKING:
     from eagle3_forensics.reference.drafter import Eagle3Drafter
@@ -181,8 +184,6 @@ def read_prompts(path: str | Path) -> list[str]:
 def load_target(
     target: str | Path | TargetModel, device: str | torch.device = "auto", dtype: torch.dtype | None = None
 ) -> TargetModel:
-    from eagle3_forensics.reference.target import TargetModel
-
     if isinstance(target, TargetModel):
         return target
     return TargetModel(target, device=device, dtype=dtype)
@@ -252,8 +253,6 @@ def _threads(target: Any, device: str, threads: int | None) -> Iterator[None]:
     before = torch.get_num_threads()
     n = threads
     if n is None and str(device) != "cuda" and not (str(device) == "auto" and torch.cuda.is_available()):
-        from eagle3_forensics.reference.target import TargetModel
-
         if isinstance(target, TargetModel):
             size = sum(p.numel() for p in target.model.parameters())
         else:
@@ -288,8 +287,6 @@ def _probe(
     sweep: bool,
     greedy: GreedyRun | None,
 ) -> ProbeResult:
-    from eagle3_forensics.reference.drafter import Eagle3Drafter, load_drafter
-
     if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
         raise UnusableInputError(f"K must be a positive integer, got {k!r}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens <= 0:
@@ -389,8 +386,6 @@ def compare_variants(
     the reason instead of numbers. The records are JSON-safe (``None`` for a number not measured);
     :func:`eagle3_forensics.views.probe.variants_table` shows them.
     """
-    from eagle3_forensics.demo.world import VARIANTS
-
     if isinstance(drafters, (str, Path)):
         root = Path(drafters)
         if not root.is_dir():

@@ -48,12 +48,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from eagle3_forensics.checks.aux_layers import trained_ids
+from eagle3_forensics.checks.context import Context
+from eagle3_forensics.checks.norms import trained_flags
 from eagle3_forensics.engines import ENGINE_NAMES, ENGINES
 from eagle3_forensics.engines.rules import HF_DEFAULT_AUX, EngineRules
-from eagle3_forensics.engines.simulate import LoadReport, aux_ids_read, engine_flag, simulate_load
+from eagle3_forensics.engines.simulate import (
+    LoadReport,
+    aux_ids_read,
+    engine_flag,
+    expected_params,
+    simulate_load,
+)
 from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.io.checkpoint import Checkpoint, open_checkpoint
 from eagle3_forensics.io.config import DrafterConfig
+from eagle3_forensics.io.layout import detect_format
+from eagle3_forensics.io.target import open_target
 
 REFERENCE = "reference"
 #: every view :func:`load_drafter` can build: the writer's own meaning, then each engine's
@@ -156,8 +167,10 @@ def _transformers_rope(
 ) -> tuple[torch.Tensor, float]:
     """Scaled RoPE variants through transformers' own init functions (a library, not an engine)."""
     try:
-        from transformers import LlamaConfig
-        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+        from transformers import LlamaConfig  # optional: transformers (the models extra)
+        from transformers.modeling_rope_utils import (
+            ROPE_INIT_FUNCTIONS,  # optional: transformers (the models extra)
+        )
     except ImportError as exc:  # pragma: no cover - transformers is a declared extra
         raise UnusableInputError(f"RoPE type {rope_type!r} needs transformers: {exc}") from None
     if rope_type not in ROPE_INIT_FUNCTIONS:
@@ -470,8 +483,6 @@ class TargetFiles:
 
 
 def target_files(path: str | Path) -> TargetFiles:
-    from eagle3_forensics.io.target import open_target
-
     info = open_target(path)
     n, h, v = info.num_hidden_layers, info.hidden_size, info.vocab_size
     if n is None or h is None or v is None:
@@ -590,10 +601,6 @@ class _Plan:
 def _reference_plan(
     ckpt: Checkpoint, cfg: DrafterConfig, raw: dict[str, torch.Tensor], target: TargetSide | None
 ) -> _Plan:
-    from eagle3_forensics.checks.aux_layers import trained_ids
-    from eagle3_forensics.checks.context import Context
-    from eagle3_forensics.checks.norms import trained_flags
-
     ctx = Context(ckpt)
     family = ctx.fmt.family
     ids, level = trained_ids(ctx)
@@ -683,9 +690,6 @@ def _engine_plan(
     raw: dict[str, torch.Tensor],
     target: TargetSide | None,
 ) -> _Plan:
-    from eagle3_forensics.engines.simulate import expected_params
-    from eagle3_forensics.io.layout import detect_format
-
     report: LoadReport = simulate_load(rules, ckpt, cfg)
     params = expected_params(rules, cfg, report.conditions)
     if not report.config_readable:

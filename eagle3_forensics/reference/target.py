@@ -42,7 +42,7 @@ class TargetStep:
 def _quiet_transformers() -> Iterator[None]:
     """No progress bars on stderr while loading (the CLI promises one-line errors)."""
     try:
-        from transformers.utils import logging as hf_logging
+        from transformers.utils import logging as hf_logging  # optional: transformers (the models extra)
     except ImportError:  # pragma: no cover
         yield
         return
@@ -86,7 +86,10 @@ class TargetModel:
         self.device = resolve_device(device)
         self.dtype = dtype or default_dtype(self.device)
         try:
-            from transformers import AutoModelForCausalLM, AutoTokenizer
+            from transformers import (  # optional: transformers (the models extra)
+                AutoModelForCausalLM,
+                AutoTokenizer,
+            )
         except ImportError as exc:  # pragma: no cover - declared extra
             raise UnusableInputError(
                 f"the probe needs transformers (pip install '.[models]'): {exc}"
@@ -163,7 +166,7 @@ class TargetModel:
         return [int(i) for i in ids]
 
     def new_cache(self) -> Any:
-        from transformers import DynamicCache
+        from transformers import DynamicCache  # optional: transformers (the models extra)
 
         try:
             return DynamicCache(config=self.model.config)

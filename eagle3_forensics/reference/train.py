@@ -107,7 +107,7 @@ def train_causal_lm(
 @torch.inference_mode()
 def greedy_continue(model: nn.Module, prompts: torch.Tensor, new_tokens: int) -> torch.Tensor:
     """Greedy continuation of equal-length prompts ``[B, P]`` -> ``[B, P + new_tokens]``."""
-    from transformers import DynamicCache
+    from transformers import DynamicCache  # optional: transformers (the models extra)
 
     cache = DynamicCache(config=model.config)  # type: ignore[arg-type]
     out = model(input_ids=prompts, cache=cache, use_cache=True)

@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
 
 from eagle3_forensics import __version__
 from eagle3_forensics.checks.diagnose import Diagnosis, diagnose
@@ -277,9 +279,6 @@ def _resolve_dirs(src: str | Path, dest: str | Path) -> tuple[Path, Path]:
 
 def _write_weights(plan: RepairPlan, tmp: Path) -> dict[str, str]:
     """Write ``model.safetensors``; returns output name -> sha256 of the bytes planned for it."""
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
     ckpt = plan._ckpt
     assert ckpt is not None
     out_file = tmp / SAFETENSORS_FILE

@@ -71,6 +71,7 @@ from eagle3_forensics.repair.policy import (
     UNUSABLE,
     VOCAB,
 )
+from eagle3_forensics.vocab.inputs import load_token_ids
 from eagle3_forensics.vocab.mapping import (
     absolute_to_offsets,
     build_vocab_mapping,
@@ -799,8 +800,6 @@ class _Planner:
     def _from_data(
         self, v: int, big_v: int, t2d: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor, str]:
-        from eagle3_forensics.vocab.inputs import load_token_ids
-
         assert self.data_path is not None
         ids, mask = load_token_ids(self.data_path)
         # The writer's own tie-break: speculators (-count, id); SpecForge first row then id; EAGLE first seen.

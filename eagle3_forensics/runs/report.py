@@ -71,9 +71,9 @@ def render_html(
 
     ``header_html`` must already be escaped (see :func:`run_header_html`).
     """
-    import jinja2
-    import nbformat
-    from nbconvert import HTMLExporter
+    import jinja2  # optional: jinja2 (the notebooks extra)
+    import nbformat  # optional: nbformat (the notebooks extra)
+    from nbconvert import HTMLExporter  # optional: nbconvert (the notebooks extra)
 
     exporter = HTMLExporter(
         extra_loaders=[jinja2.DictLoader({_TEMPLATE_NAME: _TEMPLATE})], template_file=_TEMPLATE_NAME

@@ -91,7 +91,7 @@ def engines_of(diagnosis: Diagnosis, engine: str | None = "all") -> list[str]:
 
 def tensor_table(inspection: Inspection) -> pd.DataFrame:
     """One row per tensor, from the header only: name, shape, dtype, elements, bytes, shard."""
-    import pandas as pd
+    import pandas as pd  # optional: pandas
 
     rows = [
         {
@@ -110,7 +110,7 @@ def tensor_table(inspection: Inspection) -> pd.DataFrame:
 
 def load_table(diagnosis: Diagnosis) -> pd.DataFrame:
     """One row per simulated engine: what its loader does with the checkpoint's tensors."""
-    import pandas as pd
+    import pandas as pd  # optional: pandas
 
     rows = []
     for name, load in diagnosis.loads.items():
@@ -152,7 +152,7 @@ def load_table(diagnosis: Diagnosis) -> pd.DataFrame:
 
 def key_fate_table(diagnosis: Diagnosis, engine: str) -> pd.DataFrame:
     """Every checkpoint key and what ``engine`` does with it; then the parameters nothing fills."""
-    import pandas as pd
+    import pandas as pd  # optional: pandas
 
     if engine in (None, "all"):
         raise BadArgumentsError(
@@ -183,7 +183,7 @@ def key_fate_table(diagnosis: Diagnosis, engine: str) -> pd.DataFrame:
 
 def findings_table(diagnosis: Diagnosis) -> pd.DataFrame:
     """One row per finding: severity, code, engine, message, evidence (compact JSON), fix."""
-    import pandas as pd
+    import pandas as pd  # optional: pandas
 
     rows = [
         {
@@ -216,7 +216,7 @@ def table_html(df: pd.DataFrame) -> str:
 
 def show_table(df: pd.DataFrame) -> HTML:
     """Display object for a notebook cell: the escaped table of :func:`table_html`."""
-    from IPython.display import HTML
+    from IPython.display import HTML  # optional: IPython
 
     if df.empty:
         return HTML("<p><em>(no rows)</em></p>")

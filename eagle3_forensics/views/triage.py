@@ -14,8 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eagle3_forensics.checks.diagnose import diagnose, inspect_checkpoint
 from eagle3_forensics.errors import UnusableInputError
-from eagle3_forensics.views.html import SEVERITY_BACKGROUNDS, SEVERITY_COLOURS, compact_json, esc
+from eagle3_forensics.views.html import (
+    SEVERITY_BACKGROUNDS,
+    SEVERITY_COLOURS,
+    compact_json,
+    esc,
+    table_html,
+    visible,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
@@ -48,8 +56,6 @@ def triage(
 ) -> Triage:
     """Static checks, plus the live acceptance on the first ``max_prompts`` prompts when a target
     and prompts are given (no teacher-forced estimate or aux sweep: notebook 04 has those)."""
-    from eagle3_forensics.checks.diagnose import diagnose, inspect_checkpoint
-
     d = diagnose(checkpoint, target=target, engines=engine)
     ins: Inspection | None = None
     if not d.unusable:
@@ -65,7 +71,7 @@ def triage(
     elif prompts is None:
         note = "probe skipped: no prompts given"
     else:
-        from eagle3_forensics.probe.core import probe, read_prompts
+        from eagle3_forensics.probe.core import probe, read_prompts  # heavy: torch, transformers
 
         try:
             texts = read_prompts(prompts)[: max(1, int(max_prompts))]
@@ -124,9 +130,7 @@ def top_findings_html(diagnosis: Diagnosis, n: int = 5) -> str:
 
 def load_summary_table(diagnosis: Diagnosis) -> pd.DataFrame:
     """Per engine: verdict, tensors used / dropped / rejected, parameters left unfilled, config problem."""
-    import pandas as pd
-
-    from eagle3_forensics.views.html import visible
+    import pandas as pd  # optional: pandas
 
     rows = []
     for name, load in diagnosis.loads.items():
@@ -160,13 +164,11 @@ def load_summary_table(diagnosis: Diagnosis) -> pd.DataFrame:
 
 def acceptance_html(t: Triage) -> str:
     """The live acceptance (length, per-position cumulative and conditional, lossless) or why there is none."""
-    from eagle3_forensics.views.html import table_html
-
     note = f'<p style="color:#555">{esc(t.probe_note)}</p>'
     r = t.probe
     if r is None:
         return note
-    import pandas as pd
+    import pandas as pd  # optional: pandas
 
     head = pd.DataFrame(
         [
@@ -199,6 +201,6 @@ def acceptance_figure(t: Triage) -> Any:
     """Per-position acceptance bars, or ``None`` when there is no probe."""
     if t.probe is None:
         return None
-    from eagle3_forensics.views.probe import per_position_figure
+    from eagle3_forensics.views.probe import per_position_figure  # heavy: torch
 
     return per_position_figure(t.probe)

@@ -25,7 +25,7 @@ from eagle3_forensics.vocab.mapping import (
 
 
 def _frame(rows: list[dict[str, Any]] | dict[str, Any], columns: list[str] | None = None) -> Any:
-    import pandas as pd
+    import pandas as pd  # optional: pandas
 
     if isinstance(rows, dict):
         return pd.DataFrame(
@@ -163,7 +163,7 @@ def build_table(mapping: VocabMapping) -> Any:
 
 def comparison_table(cmp: MappingComparison) -> Any:
     """Two maps side by side, then the overlap of their selections."""
-    import pandas as pd
+    import pandas as pd  # optional: pandas
 
     d = cmp.to_dict(limit=0)
     fields = ["label", "target_vocab_size", "draft_vocab_size", "kind", "selection_from", "fingerprint"]
@@ -205,7 +205,7 @@ def only_ids_table(
 
 def coverage_table(*reports: CoverageReport) -> Any:
     """Coverage of one or more maps on the same corpus, side by side."""
-    import pandas as pd
+    import pandas as pd  # optional: pandas
 
     cols = {}
     for k, r in enumerate(reports):

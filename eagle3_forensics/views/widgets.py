@@ -34,8 +34,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from eagle3_forensics.checks.diagnose import Diagnosis, diagnose, inspect_checkpoint
+from eagle3_forensics.engines import ENGINES
+from eagle3_forensics.engines.simulate import ACTIONS
 from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.views.html import esc, table_html, visible
+from eagle3_forensics.vocab.coverage import corpus_counts, token_table
+from eagle3_forensics.vocab.inputs import load_mapping, load_tokenizer
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
@@ -92,7 +97,7 @@ def interactive_frontend() -> bool:
     if forced in ("0", "false", "no", "off"):
         return False
     try:
-        from IPython import get_ipython
+        from IPython import get_ipython  # optional: IPython
     except ImportError:
         return False
     ip = get_ipython()
@@ -160,7 +165,7 @@ def tensor_key_table(
     ``query`` keeps names containing it (case-insensitive); ``re:PATTERN`` is a regular
     expression instead. ``action`` keeps tensors that at least one engine treats that way.
     """
-    import pandas as pd
+    import pandas as pd  # optional: pandas
 
     engines = list(diagnosis.loads)
     fates: dict[str, dict[str, str]] = {e: {} for e in engines}
@@ -235,9 +240,6 @@ def tensor_browser(
     ``checkpoint`` is a drafter directory or an existing :class:`Diagnosis` (then pass its
     ``inspection`` too, or it is read again from ``diagnosis.checkpoint``).
     """
-    from eagle3_forensics.checks.diagnose import Diagnosis, diagnose, inspect_checkpoint
-    from eagle3_forensics.engines.simulate import ACTIONS
-
     d = checkpoint if isinstance(checkpoint, Diagnosis) else diagnose(checkpoint, target=target)
     if d.unusable:
         return unavailable("Tensor / key browser", d.findings[0].message if d.findings else "unreadable")
@@ -247,8 +249,8 @@ def tensor_browser(
         return _tensor_html(d, ins, query, action) + _note(STATIC_NOTE)
 
     def build() -> Any:
-        import ipywidgets as w
-        from IPython.display import HTML, display
+        import ipywidgets as w  # optional: ipywidgets
+        from IPython.display import HTML, display  # optional: IPython
 
         text = w.Text(
             value=query,
@@ -403,7 +405,7 @@ class TokenLookup:
         return f" {visible(repr(self.tokens.text(t)))}"
 
     def table(self, queries: Sequence[str | int]) -> pd.DataFrame:
-        import pandas as pd
+        import pandas as pd  # optional: pandas
 
         return pd.DataFrame(self.rows(queries))
 
@@ -431,8 +433,7 @@ class TokenLookup:
 
 def engine_maps(diagnosis: Diagnosis, d2t: Any | None, draft_vocab_size: int | None) -> list[EngineMap]:
     """Per simulated engine, the draft→target map it would build from this checkpoint."""
-    from eagle3_forensics.engines import ENGINES
-    from eagle3_forensics.reference.drafter import canonical_name
+    from eagle3_forensics.reference.drafter import canonical_name  # heavy: torch
 
     out = []
     v = draft_vocab_size if draft_vocab_size is not None else (None if d2t is None else int(d2t.numel()))
@@ -473,10 +474,6 @@ def token_lookup_data(
     diagnosis: Diagnosis | None = None,
 ) -> TokenLookup:
     """Build a :class:`TokenLookup` for a drafter (or a map file) and its target."""
-    from eagle3_forensics.checks.diagnose import diagnose
-    from eagle3_forensics.vocab.coverage import corpus_counts, token_table
-    from eagle3_forensics.vocab.inputs import load_mapping, load_tokenizer
-
     m = load_mapping(checkpoint, target)
     try:
         sel, source = m.selected()
@@ -530,8 +527,8 @@ def token_lookup(
         return _lookup_html(data, initial) + _note(STATIC_NOTE)
 
     def build() -> Any:
-        import ipywidgets as w
-        from IPython.display import HTML, display
+        import ipywidgets as w  # optional: ipywidgets
+        from IPython.display import HTML, display  # optional: IPython
 
         text = w.Text(
             value="",
@@ -560,7 +557,11 @@ def token_lookup(
 
 def probe_html(result: ProbeResult) -> str:
     """A probe result as static HTML: headline table, per-position table and figure."""
-    from eagle3_forensics.views.probe import per_position_figure, per_position_table, summary_table
+    from eagle3_forensics.views.probe import (  # heavy: torch
+        per_position_figure,
+        per_position_table,
+        summary_table,
+    )
 
     fig = per_position_figure(result)
     return (
@@ -589,7 +590,7 @@ def probe_controls(
     """
 
     def static() -> str:
-        import pandas as pd
+        import pandas as pd  # optional: pandas
 
         controls = pd.DataFrame(
             [
@@ -615,10 +616,10 @@ def probe_controls(
         return table_html(controls) + last + _note(STATIC_NOTE)
 
     def build() -> Any:
-        import ipywidgets as w
-        from IPython.display import HTML, display
+        import ipywidgets as w  # optional: ipywidgets
+        from IPython.display import HTML, display  # optional: IPython
 
-        from eagle3_forensics.reference.drafter import VIEW_NAMES
+        from eagle3_forensics.reference.drafter import VIEW_NAMES  # heavy: torch
 
         kk = w.IntSlider(value=k, min=1, max=8, description="K")
         tokens = w.IntSlider(value=max_new_tokens, min=8, max=256, step=8, description="new tokens")
@@ -632,7 +633,7 @@ def probe_controls(
                 display(HTML(probe_html(result)))
 
         def go(_button: Any) -> None:
-            from eagle3_forensics.probe.core import probe, read_prompts
+            from eagle3_forensics.probe.core import probe, read_prompts  # heavy: torch, transformers
 
             out.clear_output(wait=True)
             with out:

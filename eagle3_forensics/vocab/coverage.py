@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.vocab.inputs import iter_token_chunks, load_mapping, token_file_size, tokenize_corpus
 from eagle3_forensics.vocab.mapping import TokenCounts, VocabMapping, count_token_ids
 
 TOKEN_CLASSES: tuple[str, ...] = ("special/added", "byte-fallback", "ordinary", "no token")
@@ -173,8 +174,6 @@ def corpus_counts(
     """Counted tokens per target id from a token-id file (``ids``) or a JSONL ``corpus`` tokenised
     with the target's ``tokenizer`` (see :func:`eagle3_forensics.vocab.inputs.tokenize_corpus`).
     ``ids`` wins when both are given."""
-    from eagle3_forensics.vocab.inputs import iter_token_chunks, token_file_size, tokenize_corpus
-
     try:
         if ids is not None:
             return count_token_ids(
@@ -351,8 +350,6 @@ def corpus_coverage(
     chat_template: str | None = None,
 ) -> CoverageReport:
     """One call from files: load the map (checkpoint or map file), count the corpus, report."""
-    from eagle3_forensics.vocab.inputs import load_mapping
-
     m = load_mapping(mapping, target)
     big_v = m.target_vocab_size
     if big_v is None:

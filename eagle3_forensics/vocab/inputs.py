@@ -32,9 +32,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
 
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
-from eagle3_forensics.io.checkpoint import safe_torch_load
+from eagle3_forensics.io.checkpoint import open_checkpoint, safe_torch_load
+from eagle3_forensics.io.drafter import read_drafter
+from eagle3_forensics.io.target import open_target
 from eagle3_forensics.vocab.mapping import (
     LmHeadRowCheck,
     VocabClassification,
@@ -117,8 +121,6 @@ def load_token_ids(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
         raise UnusableInputError(f"token-id file not found: {p}", path=str(p))
     suffix = p.suffix.lower()
     if suffix == ".safetensors":
-        from safetensors import safe_open
-
         try:
             with safe_open(str(p), framework="pt") as fh:
                 names = set(fh.keys())
@@ -269,8 +271,6 @@ def token_file_size(path: str | Path) -> int | None:
         if p.suffix.lower() == ".npy":
             return int(np.prod(np.load(str(p), allow_pickle=False, mmap_mode="r").shape))
         if p.suffix.lower() == ".safetensors":
-            from safetensors import safe_open
-
             with safe_open(str(p), framework="numpy") as fh:
                 return int(np.prod(fh.get_slice(IDS_KEY).get_shape()))
     except Exception:
@@ -362,7 +362,7 @@ def load_tokenizer(tokenizer_dir: str | Path) -> Any:
             else ""
         )
         raise UnusableInputError(f"no tokenizer: {f} not found{extra}", path=str(f))
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer  # optional: tokenizers (the models extra)
 
     try:
         return Tokenizer.from_file(str(f))
@@ -410,9 +410,9 @@ def render_chat(template: str, messages: list[dict[str, str]], special: dict[str
     """Render ``messages`` the way ``transformers``' ``apply_chat_template(tokenize=False)`` does
     (sandboxed Jinja, ``trim_blocks``/``lstrip_blocks``, ``raise_exception``, ``strftime_now``)."""
     try:
-        import jinja2
-        from jinja2.ext import loopcontrols
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
+        import jinja2  # optional: jinja2 (chat templates)
+        from jinja2.ext import loopcontrols  # optional: jinja2 (chat templates)
+        from jinja2.sandbox import ImmutableSandboxedEnvironment  # optional: jinja2 (chat templates)
     except ImportError:
         raise UnusableInputError("rendering a chat template needs jinja2 (pip install jinja2)") from None
 
@@ -683,8 +683,6 @@ class LoadedMapping:
 def _tensor_dict_from_file(p: Path) -> dict[str, Any]:
     suffix = p.suffix.lower()
     if suffix == ".safetensors":
-        from safetensors import safe_open
-
         try:
             with safe_open(str(p), framework="pt") as fh:
                 meta = fh.metadata() or {}
@@ -735,8 +733,6 @@ def load_mapping(
     name = label or (p.name if p.name not in ("", ".") else str(p))
     big_v_target = None
     if target is not None:
-        from eagle3_forensics.io.target import open_target
-
         big_v_target = open_target(target).vocab_size
     if not p.exists():
         raise UnusableInputError(f"no such checkpoint or map file: {p}", path=str(p))
@@ -778,7 +774,6 @@ def load_mapping(
             else (int(t2d.bool().sum()) if isinstance(t2d, torch.Tensor) else None)
         )
         return LoadedMapping(name, p, "mapping file", d2t, t2d, big_v, v, meta)
-    from eagle3_forensics.io.drafter import read_drafter
 
     drafter = read_drafter(p, target)
     d2t_name, t2d_name = drafter.find("d2t"), drafter.find("t2d")
@@ -791,7 +786,6 @@ def _looks_like_map_file(p: Path) -> bool:
     """A weights file that holds ``d2t``/``t2d`` and no ``lm_head``: a map, even beside a config.json."""
     if p.suffix.lower() != ".safetensors":
         return False
-    from safetensors import safe_open
 
     try:
         with safe_open(str(p), framework="pt") as fh:
@@ -833,8 +827,6 @@ def save_mapping(mapping: Any, out: str | Path, metadata: dict[str, Any] | None 
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(f".{p.name}.tmp")
     if suffix == ".safetensors":
-        from safetensors.torch import save_file
-
         save_file({"d2t": d2t, "t2d": t2d}, str(tmp), metadata=safetensors_metadata(metadata or {}))
     else:
         torch.save({"d2t": d2t, "t2d": t2d}, str(tmp))
@@ -851,8 +843,6 @@ def lm_head_row_check(
     """Load the drafter's ``lm_head`` and its map and the target's ``lm_head`` (or tied embedding),
     then :func:`~eagle3_forensics.vocab.mapping.check_lm_head_rows`. A missing head (or ``target=None``)
     raises ``UnusableInputError``, or returns ``None`` when ``required`` is false."""
-    from eagle3_forensics.io.checkpoint import open_checkpoint
-    from eagle3_forensics.io.target import open_target
 
     def missing(reason: str) -> LmHeadRowCheck | None:
         if required:

@@ -723,7 +723,7 @@ def count_token_ids(
     show = progress if progress is not None else (total is not None and total >= PROGRESS_MIN_TOKENS)
     bar = None
     if show:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # heavy: tqdm
 
         bar = tqdm(total=total, unit="tok", unit_scale=True, desc="counting token ids", leave=False)
     try:

@@ -8,6 +8,7 @@ layers; this test is their definition.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,50 @@ def test_the_checker_sees_a_circle_and_an_upward_import() -> None:
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
     assert layer_of("io.checkpoint") < layer_of("cli.main")
     assert layer_of("repair.policy") < layer_of("checks.diagnose") < layer_of("repair.execute")
+
+
+# -- function-local imports ------------------------------------------------------------------------
+
+# A function-local import is kept only for an expensive or optional dependency, and says which with
+# a trailing comment: `# heavy: torch` (deferred: costly to import) or `# optional: pandas` (an extra
+# that may be absent). Anything else belongs at module level, where the layering test sees it plainly.
+LOCAL_IMPORT_REASON = re.compile(r"#\s*(heavy|optional):\s*\S")
+
+
+def uncommented_local_imports(source: str) -> list[tuple[int, str]]:
+    """``(line, text)`` of every import inside a function body without a ``# heavy:``/``# optional:`` reason."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    seen: set[int] = set()
+    out: list[tuple[int, str]] = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Import | ast.ImportFrom) and node.lineno not in seen:
+                seen.add(node.lineno)
+                span = lines[node.lineno - 1 : (node.end_lineno or node.lineno)]
+                if not any(LOCAL_IMPORT_REASON.search(line) for line in span):
+                    out.append((node.lineno, span[0].strip()))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m))
+def test_function_local_imports_say_why(module: str) -> None:
+    bad = uncommented_local_imports(MODULES[module].read_text())
+    assert not bad, (
+        f"{module}: function-local imports without a '# heavy: ...' or '# optional: ...' reason "
+        f"(move them to module level, or say why they are deferred): {bad}"
+    )
+
+
+def test_the_checker_sees_an_uncommented_local_import() -> None:
+    source = (
+        "def f():\n"
+        "    from eagle3_forensics.io import checkpoint\n"
+        "    import torch  # heavy: torch\n"
+        "    from x import (  # optional: x\n"
+        "        y,\n"
+        "    )\n"
+    )
+    assert uncommented_local_imports(source) == [(2, "from eagle3_forensics.io import checkpoint")]

@@ -11,7 +11,9 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 def parse_metrics(text: str, what: str = "GET /metrics") -> Samples:
     """Every sample of a Prometheus text exposition, keyed by (name, sorted labels)."""
     try:
-        from prometheus_client.parser import text_string_to_metric_families
+        from prometheus_client.parser import (
+            text_string_to_metric_families,  # optional: prometheus_client (the server extra)
+        )
     except ImportError:  # pragma: no cover - the server extra is part of dev
         raise UnusableInputError(
             "probe-server needs prometheus_client: pip install 'eagle3-forensics[server]'"
