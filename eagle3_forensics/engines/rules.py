@@ -6,28 +6,122 @@ describes). The simulator and the checks interpret these tables; they hold no pe
 ``if``s. A new engine release is a table edit.
 
 Condition strings (``when``) are ``&``-joined tokens, each optionally negated with ``!``;
-the tokens are computed from the config and keys by :func:`eagle3_forensics.engines.simulate.conditions`.
+the tokens are computed from the config and keys by :func:`eagle3_forensics.engines.simulate.conditions`
+and listed in :data:`CONDITION_TOKENS`. Every constant is a ``StrEnum`` member (its value is the
+string the JSON output has always carried), and a table is checked when it is built: an unknown
+``when`` token, a regex that does not compile or a value outside its enum raises at import.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
 
-# How an engine fills one of its parameters.
-FROM_CHECKPOINT = "checkpoint"  # must come from the checkpoint, else it stays at initialisation
-FROM_TARGET = "target"  # the engine copies it from the target, overwriting any checkpoint tensor
-TARGET_IF_ABSENT = "target_if_absent"  # checkpoint tensor if present, else the target's
-DEFAULT_IF_ABSENT = "default_if_absent"  # checkpoint tensor if present, else an engine default (zeros)
 
-# What an engine does with a checkpoint tensor it has no parameter for.
-DROP = "drop"  # silently ignored
-REJECT = "reject"  # load fails with an exception
-WARN = "warn"  # ignored with a warning in the log
+class FilledBy(StrEnum):
+    """How an engine fills one of its parameters."""
 
-# How the engine prefixes checkpoint names before looking them up.
-NAME_THEN_MODEL = "name_then_model"  # try ``name``, then ``model.`` + name (SGLang)
-MODEL_EXCEPT_LM_HEAD = "model_except_lm_head"  # ``model.`` + name unless it is the lm_head (vLLM)
-AS_IS = "as_is"  # the name must match exactly (EAGLE, speculators)
+    CHECKPOINT = "checkpoint"  # must come from the checkpoint, else it stays at initialisation
+    TARGET = "target"  # the engine copies it from the target, overwriting any checkpoint tensor
+    TARGET_IF_ABSENT = "target_if_absent"  # checkpoint tensor if present, else the target's
+    DEFAULT_IF_ABSENT = "default_if_absent"  # checkpoint tensor if present, else an engine default (zeros)
+
+
+class UnknownKeys(StrEnum):
+    """What an engine does with a checkpoint tensor it has no parameter for."""
+
+    DROP = "drop"  # silently ignored
+    REJECT = "reject"  # load fails with an exception
+    WARN = "warn"  # ignored with a warning in the log
+
+
+class Prefix(StrEnum):
+    """How the engine prefixes checkpoint names before looking them up."""
+
+    NAME_THEN_MODEL = "name_then_model"  # try ``name``, then ``model.`` + name (SGLang)
+    MODEL_EXCEPT_LM_HEAD = "model_except_lm_head"  # ``model.`` + name unless it is the lm_head (vLLM)
+    AS_IS = "as_is"  # the name must match exactly (EAGLE, speculators)
+
+
+class ConfigStyle(StrEnum):
+    """The config layouts an engine may parse (``io.config.DrafterConfig.style``)."""
+
+    FLAT = "flat"
+    SPECULATORS = "speculators"
+
+
+class AuxLevel(StrEnum):
+    """Where in the config an engine reads aux-layer ids (``io.config`` levels)."""
+
+    TOP = "top"
+    EAGLE_CONFIG = "eagle_config"
+
+
+class D2TEncoding(StrEnum):
+    """How an engine reads ``d2t``."""
+
+    OFFSETS = "offsets"  # target id = i + d2t[i]
+    ABSOLUTE = "absolute"  # target id = d2t[i]
+
+
+class MissingDraftVocabSize(StrEnum):
+    """What an engine does when the config has no ``draft_vocab_size``."""
+
+    TARGET_HEAD = "target_head"  # borrows the target's lm_head (SGLang)
+    VOCAB_SIZE = "vocab_size"  # assumes the full vocabulary (vLLM, EAGLE)
+
+
+class NormOutputMeaning(StrEnum):
+    """What ``norm_output`` means to an engine that reads it."""
+
+    POST_NORM_RECURRENCE = "post_norm_recurrence"
+
+
+# The names the tables use (kept: each is the enum member, so comparisons and JSON see the string).
+FROM_CHECKPOINT = FilledBy.CHECKPOINT
+FROM_TARGET = FilledBy.TARGET
+TARGET_IF_ABSENT = FilledBy.TARGET_IF_ABSENT
+DEFAULT_IF_ABSENT = FilledBy.DEFAULT_IF_ABSENT
+DROP = UnknownKeys.DROP
+REJECT = UnknownKeys.REJECT
+WARN = UnknownKeys.WARN
+NAME_THEN_MODEL = Prefix.NAME_THEN_MODEL
+MODEL_EXCEPT_LM_HEAD = Prefix.MODEL_EXCEPT_LM_HEAD
+AS_IS = Prefix.AS_IS
+
+SUPPORTED_NORM_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+
+# Every token a ``when`` may use: exactly the keys of
+# :func:`eagle3_forensics.engines.simulate.conditions` (tests/unit/test_engines.py keeps them equal).
+CONDITION_TOKENS: dict[str, str] = {
+    "bias": "the config says bias: true",
+    "hidden_differs": "target_hidden_size is set and differs from hidden_size",
+    "has_target_hidden_size": "target_hidden_size is set",
+    "tied": "the engine honours tie_word_embeddings and it is true",
+    "has_draft_vocab_size": "draft_vocab_size is set",
+    "reduced_vocab": "draft_vocab_size < vocab_size",
+    "norm_before_fc": "the engine acts on norm_before_fc and it is true",
+    "fc_norm": "the engine acts on fc_norm and it is true",
+    "qwen3": "model_type is qwen3",
+    "has_embed": "the checkpoint has an embed_tokens tensor",
+}
+
+
+def when_tokens(when: str) -> list[tuple[str, bool]]:
+    """``(token, negated)`` for each ``&``-joined term of a condition string."""
+    out = []
+    for term in filter(None, (t.strip() for t in when.split("&"))):
+        out.append((term.lstrip("!").strip(), term.startswith("!")))
+    return out
+
+
+def _check_when(when: str, where: str) -> None:
+    for token, _ in when_tokens(when):
+        if token not in CONDITION_TOKENS:
+            raise ValueError(
+                f"{where}: unknown condition {token!r} in when={when!r}; known: {', '.join(CONDITION_TOKENS)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -36,8 +130,12 @@ class ParamRule:
 
     name: str
     when: str = ""
-    filled_by: str = FROM_CHECKPOINT
+    filled_by: FilledBy = FROM_CHECKPOINT
     first_layer_only: bool = False
+
+    def __post_init__(self) -> None:
+        _check_when(self.when, f"ParamRule {self.name!r}")
+        object.__setattr__(self, "filled_by", FilledBy(self.filled_by))
 
 
 @dataclass(frozen=True)
@@ -48,6 +146,16 @@ class KeyRule:
     target: str = ""  # replacement (renames, fusions) or parameter name (consumed keys)
     when: str = ""
     note: str = ""
+    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_when(self.when, f"KeyRule {self.pattern!r}")
+        try:
+            regex = re.compile(self.pattern)
+            regex.sub(self.target, "")  # parses the replacement template: a bad group reference fails here
+        except re.error as exc:
+            raise ValueError(f"KeyRule {self.pattern!r} -> {self.target!r}: {exc}") from None
+        object.__setattr__(self, "regex", regex)
 
 
 @dataclass(frozen=True)
@@ -59,8 +167,11 @@ class AuxSource:
     output-of-layer ids of SGLang's nested ``eagle_config`` / SpecForge / TRT-LLM.
     """
 
-    level: str  # "top" or "eagle_config"
+    level: str  # "top" or "eagle_config" (AuxLevel)
     hf_offset: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "level", AuxLevel(self.level))
 
 
 @dataclass(frozen=True)
@@ -82,8 +193,8 @@ class EngineRules:
     consume: tuple[KeyRule, ...]  # names turned into something other than a parameter
     renames: tuple[KeyRule, ...]
     fuse: tuple[KeyRule, ...]
-    prefix: str
-    unknown_keys: str
+    prefix: Prefix
+    unknown_keys: UnknownKeys
     params: tuple[ParamRule, ...]
 
     # -- semantics ------------------------------------------------------------------
@@ -99,6 +210,29 @@ class EngineRules:
     missing_draft_vocab_size: str  # "target_head" (SGLang) | "vocab_size" (vLLM, EAGLE)
     notes: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        """A mistyped value fails when the table is built (at import), not when it is first read."""
+        where = f"EngineRules {self.name!r}"
+        try:
+            set_ = object.__setattr__
+            set_(self, "prefix", Prefix(self.prefix))
+            set_(self, "unknown_keys", UnknownKeys(self.unknown_keys))
+            set_(self, "config_styles", frozenset(ConfigStyle(c) for c in self.config_styles))
+            set_(self, "d2t_encoding", D2TEncoding(self.d2t_encoding))
+            set_(self, "missing_draft_vocab_size", MissingDraftVocabSize(self.missing_draft_vocab_size))
+            if self.norm_output_meaning is not None:
+                set_(self, "norm_output_meaning", NormOutputMeaning(self.norm_output_meaning))
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        unknown = set(self.norm_flags) - set(SUPPORTED_NORM_FLAGS)
+        if unknown:
+            raise ValueError(f"{where}: unknown norm flags {sorted(unknown)}; known: {SUPPORTED_NORM_FLAGS}")
+        if not self.config_styles:
+            raise ValueError(f"{where}: parses no config style")
+        for a, b, _ in self.aux_default_hf:
+            if b <= 0 or a < 0:
+                raise ValueError(f"{where}: aux_default_hf term N*{a}//{b} is not a layer index")
+
     def aux_default(self, num_target_layers: int) -> list[int]:
         """The engine's default aux ids (HF-index convention) for a target with ``N`` layers."""
         return [num_target_layers * a // b + c for a, b, c in self.aux_default_hf]
@@ -112,8 +246,6 @@ class EngineRules:
 
         return "[" + ", ".join(term(*t) for t in self.aux_default_hf) + "]"
 
-
-SUPPORTED_NORM_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
 
 # [2, N//2, N-3] in HF-index convention: the default of every engine (same physical tensors).
 HF_DEFAULT_AUX: tuple[tuple[int, int, int], ...] = ((0, 1, 2), (1, 2, 0), (1, 1, -3))

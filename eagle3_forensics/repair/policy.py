@@ -8,6 +8,7 @@ fix without importing the repair machinery (no import circle).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from eagle3_forensics.findings import CATALOGUE, SERVER_CATALOGUE, Finding
@@ -20,14 +21,27 @@ OUTPUT_STYLE: dict[str, str] = {"sglang": "flat", "vllm": "keep"}
 
 # -- step kinds ---------------------------------------------------------------------------------------
 
-CONFIG = "config"
-RENAME = "rename"
-DROP = "drop"
-STRIP = "strip"
-SHIP = "ship"
-VOCAB = "vocab"
-FORMAT = "format"
-STEP_KINDS: dict[str, str] = {
+
+class StepKind(StrEnum):
+    """The kinds of change a repair plan is made of (``Step.kind``)."""
+
+    CONFIG = "config"
+    RENAME = "rename"
+    DROP = "drop"
+    STRIP = "strip"
+    SHIP = "ship"
+    VOCAB = "vocab"
+    FORMAT = "format"
+
+
+CONFIG = StepKind.CONFIG
+RENAME = StepKind.RENAME
+DROP = StepKind.DROP
+STRIP = StepKind.STRIP
+SHIP = StepKind.SHIP
+VOCAB = StepKind.VOCAB
+FORMAT = StepKind.FORMAT
+STEP_KINDS: dict[StepKind, str] = {
     CONFIG: "config.json rewritten (fields listed)",
     RENAME: "tensors renamed to the names the engine looks up (bytes unchanged)",
     DROP: "tensors removed that are not drafter weights (harmless; the engine drops or rejects them)",
@@ -36,24 +50,44 @@ STEP_KINDS: dict[str, str] = {
     VOCAB: "d2t / t2d rewritten into the offsets encoding every engine reads",
     FORMAT: "weights rewritten as a single model.safetensors",
 }
+assert set(STEP_KINDS) == set(StepKind)
 
 # -- the finding → repair table -----------------------------------------------------------------------
 
-FIX = "fix"  # fixed by steps of the listed kinds (the planned drafter is checked to no longer have it)
-REFUSE = "refuse"  # no conversion can fix it
-UNUSABLE = "unusable"  # input cannot be read at all (exit 2)
-NOTHING = "nothing"  # never an error; nothing to change
+
+class Action(StrEnum):
+    """What ``repair`` does about a finding code."""
+
+    FIX = "fix"  # fixed by steps of the listed kinds (the planned drafter is checked to no longer have it)
+    REFUSE = "refuse"  # no conversion can fix it
+    UNUSABLE = "unusable"  # input cannot be read at all (exit 2)
+    NOTHING = "nothing"  # never an error; nothing to change
+
+
+FIX = Action.FIX
+REFUSE = Action.REFUSE
+UNUSABLE = Action.UNUSABLE
+NOTHING = Action.NOTHING
 
 
 @dataclass(frozen=True)
 class Policy:
     """What ``repair`` does about one finding code. ``{engine}`` in texts is the engine's display name."""
 
-    action: str
-    fixed_by: tuple[str, ...] = ()
+    action: Action
+    fixed_by: tuple[StepKind, ...] = ()
     reason: str = ""  # why it cannot be (or was not) fixed
     options: tuple[str, ...] = ()  # what the user can do instead
     fixable_if: str | None = None  # FIX only when the finding's evidence has this key; refused otherwise
+
+    def __post_init__(self) -> None:
+        """A mistyped action or step kind fails when the table is built (at import)."""
+        object.__setattr__(self, "action", Action(self.action))
+        object.__setattr__(self, "fixed_by", tuple(StepKind(k) for k in self.fixed_by))
+        if (self.action is Action.FIX) != bool(self.fixed_by):
+            raise ValueError(
+                f"policy {self.action.value!r}: fixed_by {self.fixed_by} (only FIX lists step kinds)"
+            )
 
     def refuses(self, finding: Finding) -> bool:
         """True when this finding is refused before any planning."""
