@@ -200,3 +200,50 @@ def test_the_checker_sees_an_uncommented_local_import() -> None:
         "    )\n"
     )
     assert uncommented_local_imports(source) == [(2, "from eagle3_forensics.io import checkpoint")]
+
+
+# -- docs/architecture.md: one hop from a finding code to its check, and to every view -----------
+
+DOC = ROOT / "docs" / "architecture.md"
+
+
+def _section(title: str) -> str:
+    text = DOC.read_text(encoding="utf-8")
+    start = text.index(f"## {title}")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else None]
+
+
+def _table_rows(section: str) -> list[tuple[str, str]]:
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) == 2 and not set(cells[0]) <= {"-"} and cells[0] != "module":
+            rows.append((cells[0], cells[1]))
+    return rows
+
+
+def _paths(cell: str) -> list[Path]:
+    """``a/b.py``, ``c.py`` -> [a/b.py, a/c.py] (a bare name is a sibling of the previous one)."""
+    out: list[Path] = []
+    for name in re.findall(r"`([^`]+\.py)`", cell):
+        out.append(PKG / name if "/" in name or not out else out[-1].parent / name)
+    return out
+
+
+def test_architecture_doc_maps_every_finding_code_to_the_module_that_emits_it() -> None:
+    from eagle3_forensics.findings import CATALOGUE
+
+    where: dict[str, list[Path]] = {}
+    for modules, codes in _table_rows(_section("Finding codes")):
+        for code in re.findall(r"`([A-Z0-9_]+)`", codes):
+            where.setdefault(code, []).extend(_paths(modules))
+    assert set(where) == set(CATALOGUE), set(CATALOGUE) ^ set(where)
+    for code, paths in where.items():
+        assert any(p.is_file() and f'"{code}"' in p.read_text() for p in paths), (code, paths)
+
+
+def test_architecture_doc_lists_every_view_module() -> None:
+    listed = {p.name for cell, _ in _table_rows(_section("Views")) for p in _paths(cell)}
+    modules = {p.name for p in (PKG / "views").glob("*.py") if p.name != "__init__.py"}
+    assert listed == modules
