@@ -1034,3 +1034,14 @@ def test_cli_engine_choices_are_the_measured_engines() -> None:
     from eagle3_forensics.cli.probe_server import SERVER_ENGINE_CHOICES
 
     assert set(SERVER_ENGINE_CHOICES) == set(ENGINE_PROBES)
+
+
+def test_vllm_without_a_verify_step_reports_no_drafts(prompts_file: Path) -> None:
+    """One new token per prompt comes from the prefill: no verify step carries drafts."""
+    fake = FakeVllm()
+    with FakeServer(fake.routes()) as srv:
+        none = probe_server(srv.url, "vllm", prompts_file, max_new_tokens=1)
+        some = probe_server(srv.url, "vllm", prompts_file, max_new_tokens=NEW)
+    assert none.live.num_drafts == 0 and "NO_DRAFTS" in codes(none)
+    assert none.exit_code == 0  # a warning: nothing to measure, nothing wrong
+    assert some.live.num_drafts > 0 and "NO_DRAFTS" not in codes(some)

@@ -706,6 +706,11 @@ def test_every_code_has_a_case() -> None:
     assert set(CATALOGUE) == set(CHECK_CATALOGUE) | set(SERVER_CATALOGUE)
 
 
+def test_every_server_code_is_exercised_by_the_server_tests() -> None:
+    text = (ROOT / "tests" / "integration" / "test_server_probe.py").read_text(encoding="utf-8")
+    assert [code for code in SERVER_CATALOGUE if f'"{code}"' not in text] == []
+
+
 def test_every_code_exists_without_importing_its_source() -> None:
     """The catalogue is static: a server code is valid in a process that never imported the probe."""
     import subprocess
