@@ -92,7 +92,7 @@ def st_dtype(dtype: torch.dtype) -> str:
 def torch_dtype_of(st_name: str) -> torch.dtype | None:
     """The torch dtype stored under a safetensors dtype name (imports torch); ``None`` for names
     outside the common table."""
-    import torch  # only repair, which builds tensors, asks
+    import torch  # heavy: torch; only repair, which builds tensors, asks
 
     name = next((t for t, st in _ST_BY_TORCH_NAME.items() if st == st_name), None)
     return None if name is None else getattr(torch, name.removeprefix("torch."))
@@ -352,7 +352,7 @@ def safe_torch_load(file: Path) -> Any:
     """
     if not file.is_file():
         raise UnusableInputError(f"file missing: {file}", path=str(file))
-    import torch  # heavy (~1 s): only .bin input, probes, repair and training come here
+    import torch  # heavy: torch (~1 s); only .bin input, probes, repair and training come here
 
     mmap = zipfile.is_zipfile(file)  # mmap needs the zip-based format (torch >= 1.6)
     try:
@@ -377,7 +377,7 @@ def _load_bin(file: Path) -> dict[str, torch.Tensor]:
     if not file.is_file():
         raise UnusableInputError(f"weights file missing: {file}", path=str(file))
     obj = safe_torch_load(file)
-    import torch  # already loaded by safe_torch_load
+    import torch  # heavy: torch (already loaded by safe_torch_load)
 
     if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
         obj = obj["state_dict"]

@@ -66,7 +66,7 @@ CONSISTENT_KINDS = frozenset({"consistent_offsets", "unverified_offsets", "full_
 def _torch() -> ModuleType:
     """torch, imported on first use: classification is numpy-only, so ``diagnose`` never loads torch;
     the functions that return tensors (conversions, built maps, the lm_head check) import it."""
-    import torch
+    import torch  # heavy: torch (only the tensor-returning functions ask)
 
     return torch
 
