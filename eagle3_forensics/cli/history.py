@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
+from eagle3_forensics.cli.output import emit_json
 from eagle3_forensics.errors import BadArgumentsError, ForensicsError, UnusableInputError
+from eagle3_forensics.runs.history import read_history, trend
 
 COMMAND = "history"
 
@@ -35,10 +38,6 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> argpars
 
 
 def history_data(directory: str, last: int, drafter: str | None) -> dict[str, Any]:
-    from pathlib import Path
-
-    from eagle3_forensics.runs.history import read_history, trend
-
     if last < 1:
         raise BadArgumentsError(f"--last must be at least 1, got {last}")
     d = Path(directory)
@@ -93,8 +92,6 @@ def render_text(data: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eagle3_forensics.cli.output import emit_json
-
     try:
         data = history_data(args.dir, args.last, args.drafter)
     except ForensicsError as exc:

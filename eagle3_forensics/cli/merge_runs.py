@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
+from eagle3_forensics.cli.output import emit_json
+from eagle3_forensics.cli.run_options import add_whole_run_options, whole_run_kwargs
 from eagle3_forensics.errors import ForensicsError
+from eagle3_forensics.runs.shard import merge_runs
+from eagle3_forensics.runs.summary import Finish
 
 COMMAND = "merge-runs"
 
 
 def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    from eagle3_forensics.cli.run_options import add_whole_run_options
-
     p = sub.add_parser(
         COMMAND,
         help="merge the output directories of `run --shard I/N` into one report, summary and gate",
@@ -42,11 +45,6 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> argpars
 
 
 def run(args: argparse.Namespace) -> int:
-    from eagle3_forensics.cli.output import emit_json
-    from eagle3_forensics.cli.run_options import whole_run_kwargs
-    from eagle3_forensics.runs.shard import merge_runs
-    from eagle3_forensics.runs.summary import Finish
-
     finish = Finish(
         baseline=args.baseline,
         previous=args.previous,
@@ -62,8 +60,6 @@ def run(args: argparse.Namespace) -> int:
         return int(exc.exit_code)
     s = done.summary
     if args.json:
-        from pathlib import Path
-
         out = Path(args.out)
         emit_json(
             COMMAND,

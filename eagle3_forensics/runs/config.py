@@ -81,7 +81,7 @@ class RunConfig:
 
 def notebook_parameters(path: str | Path) -> dict[str, Any]:
     """The names and default values in a notebook's ``parameters`` cell (plain literals)."""
-    import nbformat
+    import nbformat  # optional: nbformat (the notebooks extra)
 
     nb = nbformat.read(str(path), as_version=4)
     cells = [
@@ -142,7 +142,7 @@ def _config_names(value: Any, what: str) -> list[str]:
 
 def load_config(path: str | Path) -> RunConfig:
     """Read a run configuration (YAML). Relative paths are relative to the config file."""
-    import yaml
+    import yaml  # heavy: yaml
 
     p = Path(path)
     if not p.is_file():

@@ -12,6 +12,7 @@ render static HTML, see :mod:`eagle3_forensics.views.widgets`) and the config's 
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing
 import os
@@ -62,7 +63,7 @@ def _error_of(exc: BaseException) -> dict[str, Any]:
 
 
 def _cells_ran(executed: Path) -> bool:
-    import nbformat
+    import nbformat  # optional: nbformat (the notebooks extra)
 
     try:
         nb = nbformat.read(str(executed), as_version=4)
@@ -77,9 +78,9 @@ def _cells_ran(executed: Path) -> bool:
 
 def execute_job(job: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     """Run one notebook, read its sidecar, render its HTML. Never raises: failures are in the result."""
-    import papermill
+    import papermill  # optional: papermill (the notebooks extra)
 
-    from eagle3_forensics.runs.report import render_html, run_header_html
+    from eagle3_forensics.runs.report import render_html, run_header_html  # heavy: numpy, nbconvert
 
     out = Path(settings["out"])
     runs = out / "runs"
@@ -209,8 +210,6 @@ def extract(records: dict[str, Any]) -> dict[str, Any]:
 
 def _durations(summary: Path) -> dict[tuple[str, str], float]:
     """Per job, the duration of the previous run into the same output directory (for ordering)."""
-    import json
-
     try:
         data = json.loads(summary.read_text(encoding="utf-8"))
         return {(str(r["drafter"]), str(r["notebook"])): float(r["duration_s"]) for r in data.get("runs", [])}
@@ -219,7 +218,7 @@ def _durations(summary: Path) -> dict[tuple[str, str], float]:
 
 
 def _progress(total: int, enabled: bool) -> Any:
-    from tqdm import tqdm
+    from tqdm import tqdm  # heavy: tqdm
 
     return tqdm(
         total=total,

@@ -309,7 +309,7 @@ def _shards_note(summary: dict[str, Any]) -> str:
 
 
 def _figure_img(fig: Any, alt: str) -> str:
-    from eagle3_forensics.views.widgets import figure_html
+    from eagle3_forensics.views.widgets import figure_html  # heavy: numpy, torch
 
     return figure_html(fig, alt).replace("<img ", '<img class="trend" ', 1)
 
@@ -318,7 +318,10 @@ def trend_html(trend: dict[str, Any]) -> str:
     """The index's trend section: acceptance length and per-position acceptance per drafter over
     the last runs (inline PNGs, the numbers in a table), the findings that appeared or went away
     and the run in which they did, and the history entries that were skipped."""
-    from eagle3_forensics.views.trends import plot_acceptance_trend, plot_per_position_trend
+    from eagle3_forensics.views.trends import (  # optional: matplotlib (the notebooks extra)
+        plot_acceptance_trend,
+        plot_per_position_trend,
+    )
 
     e = esc
     entries = trend.get("entries") or []

@@ -19,10 +19,12 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError, one_line
+from eagle3_forensics.runs.bundle import write_bundle
 from eagle3_forensics.runs.gate import (
     BASELINE_SCHEMA,
     SUMMARY_SCHEMA,
@@ -91,8 +93,6 @@ def read_previous(path: str | Path) -> list[dict[str, Any]]:
 
 
 def versions() -> dict[str, str | None]:
-    from importlib.metadata import PackageNotFoundError, version
-
     out: dict[str, str | None] = {"python": platform.python_version()}
     for pkg in ("eagle3-forensics", "torch", "papermill", "nbconvert", "ipykernel"):
         try:
@@ -222,7 +222,7 @@ def finalize(
     versions); ``extra`` more top-level members (a merge's ``shards``); ``wall_offset`` seconds
     spent before ``started`` elsewhere (a merge: its slowest shard).
     """
-    from eagle3_forensics.runs.report import index_html
+    from eagle3_forensics.runs.report import index_html  # heavy: numpy, nbconvert
 
     hist = read_history(finish.history, name=meta.get("name")) if finish.history is not None else None
     prev_runs = finish.prev_runs
@@ -313,8 +313,6 @@ def finalize(
         write_atomic(Path(finish.write_baseline), json.dumps(new, indent=2) + "\n")
         say(f"baseline written: {finish.write_baseline}")
     if finish.bundle is not None:
-        from eagle3_forensics.runs.bundle import write_bundle
-
         done.bundle = write_bundle(out, finish.bundle, summary)
     say(
         f"{len(runs) - failed}/{len(runs)} notebook runs ok"
