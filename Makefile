@@ -80,6 +80,34 @@ test-engine: $(ENGINE_STAMP)  ## run the real-vLLM tests (marked engine) against
 	TMPDIR=$(CURDIR)/$(ENGINE_SCRATCH)/tmp VLLM_CACHE_ROOT=$(CURDIR)/$(ENGINE_SCRATCH)/cache \
 		timeout 1500 $(ENGINE_PY) -m pytest -q -m engine -p no:cacheprovider tests/engine
 
+# --- the loader tier: each engine's released loader, in-process on the CPU, against the simulation ---
+# (README "Proven against the engines' own loaders"). SGLang and speculators get their own venvs
+# (tests/loaders/build_venv.sh: torch 2.13.0+cpu first, the engine with --no-deps, pinned extras);
+# vLLM reuses .venv-engine. A stamp names the release, so changing a version rebuilds that venv.
+LOADERS_SGLANG := 0.5.23
+LOADERS_SGLANG_OLDEST := 0.5.11
+LOADERS_SPECULATORS := 0.9.0
+SGLANG_STAMP := .venv-sglang/.loaders-stamp-$(LOADERS_SGLANG)
+SGLANG_OLDEST_STAMP := .venv-sglang-$(LOADERS_SGLANG_OLDEST)/.loaders-stamp-$(LOADERS_SGLANG_OLDEST)
+SPECULATORS_STAMP := .venv-speculators/.loaders-stamp-$(LOADERS_SPECULATORS)
+
+$(SGLANG_STAMP): constraints.txt tests/loaders/build_venv.sh
+	PYTHON=$(PYTHON) tests/loaders/build_venv.sh sglang $(LOADERS_SGLANG) .venv-sglang
+	@touch $@
+
+$(SGLANG_OLDEST_STAMP): constraints.txt tests/loaders/build_venv.sh
+	PYTHON=$(PYTHON) tests/loaders/build_venv.sh sglang $(LOADERS_SGLANG_OLDEST) .venv-sglang-$(LOADERS_SGLANG_OLDEST)
+	@touch $@
+
+$(SPECULATORS_STAMP): constraints.txt tests/loaders/build_venv.sh
+	PYTHON=$(PYTHON) tests/loaders/build_venv.sh speculators $(LOADERS_SPECULATORS) .venv-speculators
+	@touch $@
+
+loaders-env: $(SGLANG_STAMP) $(SGLANG_OLDEST_STAMP) $(SPECULATORS_STAMP) $(ENGINE_STAMP)  ## venvs of the loader tier: SGLang 0.5.23 and 0.5.11, speculators 0.9.0 (+ .venv-engine)
+
+test-loaders: setup loaders-env  ## run each engine's real loader over >=200 drafters and compare with the simulation -> build/loader-oracle.json
+	timeout 1800 $(VENV)/bin/pytest -q -m loaders -p no:cacheprovider tests/loaders
+
 bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in one run)
 	$(PY) benchmarks/bench_cli.py
 	$(PY) benchmarks/bench_diagnose.py
