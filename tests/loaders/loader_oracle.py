@@ -119,7 +119,7 @@ class Difference:
         return f"{self.drafter}  {self.channel} {self.item}: real {self.real} / simulated {self.simulated}"
 
 
-def real_outcome(result: dict[str, Any], exclude_params: set[str]) -> Outcome:
+def real_outcome(result: dict[str, Any], exclude_params: set[str] = frozenset()) -> Outcome:
     """A harness's JSON line in the shared vocabulary."""
     status = {
         "loaded": "loads",
@@ -162,11 +162,15 @@ def real_outcome(result: dict[str, Any], exclude_params: set[str]) -> Outcome:
     return out
 
 
-def simulated_outcome(table: Any, drafter: Path, exclude_params: set[str]) -> Outcome:
-    """The project's simulation of the same load, in the shared vocabulary."""
-    report = tables.simulate(table, open_checkpoint(drafter))
-    if not report.config_readable:
-        return Outcome("refused", detail=report.config_problem or "")
+def simulated_outcome(table: Any, drafter: Path) -> tuple[Outcome, set[str]]:
+    """The project's simulation of the same load, in the shared vocabulary, and the parameters
+    that stand for ``d2t`` in the simulated class (compared as ``d2t``, not as parameters)."""
+    ckpt = open_checkpoint(drafter)
+    exclude = tables.d2t_destinations(table, ckpt)
+    report = tables.simulate(table, ckpt)
+    refused = tables.refusal(report)
+    if refused is not None:
+        return Outcome("refused", detail=refused), exclude
     keys: dict[str, str] = {}
     filled: set[str] = set()
     for fate in report.fates:
@@ -178,20 +182,23 @@ def simulated_outcome(table: Any, drafter: Path, exclude_params: set[str]) -> Ou
             keys[fate.key] = "dropped"
         else:
             keys[fate.key] = fate.action
-    every = filled | set(report.unfilled) | set(report.from_target) | set(report.defaulted)
-    params = {n: ("filled" if n in filled else "unfilled") for n in every if n not in exclude_params}
+    # After load_weights a parameter holds checkpoint data or not, whatever happens to it next
+    # (a target copy, a default): that next step is the ``shared`` channel.
+    every = (filled | tables.parameters(report)) - exclude
+    params = {n: ("filled" if n in filled else "unfilled") for n in every}
+    from_target = tables.shared_from_target(report)
     shared = {
-        "embed": any("embed_tokens" in n for n in report.from_target),
-        "lm_head": any(n.startswith("lm_head") for n in report.from_target),
+        "embed": any("embed_tokens" in n for n in from_target),
+        "lm_head": any(n.startswith("lm_head") for n in from_target),
     }
     if "d2t" not in keys:
         d2t = "absent"
     elif keys["d2t"] == "used":
-        d2t = tables.d2t_encoding(table)
+        d2t = tables.d2t_encoding(report, table)
     else:
         d2t = "rejected" if keys["d2t"] == "rejected" else "ignored"
     status = "rejected" if "rejected" in keys.values() else "loads"
-    return Outcome(status, keys, params, shared, d2t)
+    return Outcome(status, keys, params, shared, d2t), exclude
 
 
 def compare(drafter: str, real: Outcome, sim: Outcome) -> list[Difference]:
@@ -279,13 +286,12 @@ def judge(
 ) -> EngineReport:
     release = release_of(results)
     table = tables.table_for(engine, release)
-    exclude = tables.d2t_destinations(table)
     diffs: list[Difference] = []
     agree = errors = 0
     for r in results:
+        sim, exclude = simulated_outcome(table, corpus / r["drafter"])
         real = real_outcome(r, exclude)
         errors += real.status == "harness_error"
-        sim = simulated_outcome(table, corpus / r["drafter"], exclude)
         found = compare(r["drafter"], real, sim)
         agree += not found
         diffs.extend(found)
@@ -512,9 +518,8 @@ def main(argv: list[str] | None = None) -> int:
     global WORK
     ap = argparse.ArgumentParser(description="Real engine loaders vs the project's simulation.")
     ap.add_argument("--compare-only", action="store_true", help="re-judge the stored loader results")
-    ap.add_argument(
-        "--results", type=Path, help="stored results (corpus/, *.jsonl); reports are written there"
-    )
+    ap.add_argument("--results", type=Path, help="read stored results (corpus/, *.jsonl) from this directory")
+    ap.add_argument("--out", type=Path, help="write the two reports here (default: build/)")
     ap.add_argument("--fuzz", type=int, default=loader_corpus.DEFAULT_FUZZ)
     a = ap.parse_args(argv)
     if a.results:
@@ -527,9 +532,13 @@ def main(argv: list[str] | None = None) -> int:
         seconds = run_all(corpus)
     engines, captures = judge_all(corpus, seconds=seconds)
     timing = {"loaders": seconds, "total": round(time.perf_counter() - t0, 1)}
-    out = a.results.resolve() if a.results else None
+    out = a.out.resolve() if a.out else None
     write_reports(engines, captures, corpus, {"seconds": timing}, out=out)
-    print(render_text(engines, captures, corpus).split("\n\n")[0])
+    print(
+        "\n".join(
+            line for line in render_text(engines, captures, corpus).splitlines() if line.startswith("## ")
+        )
+    )
     print(f"details: {(out or BUILD) / ORACLE_JSON.name}, {(out or BUILD) / REPORT_TXT.name}")
     ok = all(r.agree == r.drafters for r in engines) and all(c.agree == c.architectures for c in captures)
     return 0 if ok else 1

@@ -16,20 +16,25 @@ import loader_tables as tables
 import pytest
 
 ENGINES = ("sglang", "vllm", "speculators")
+VERSION = {"sglang": "0.5.23", "vllm": "0.32.0", "speculators": "0.9.0"}
 
 
 def _perfect_engine(engine: str, drafter: Path) -> dict[str, Any]:
     """A harness line for an engine that behaves exactly as the simulation predicts."""
-    table = tables.table_for(engine, "0")
-    sim = oracle.simulated_outcome(table, drafter, tables.d2t_destinations(table))
+    sim, _ = oracle.simulated_outcome(tables.table_for(engine, VERSION[engine]), drafter)
     if sim.status == "refused":
-        return {"drafter": drafter.name, "version": "0", "status": "config_error", "error": sim.detail}
+        return {
+            "drafter": drafter.name,
+            "version": VERSION[engine],
+            "status": "config_error",
+            "error": sim.detail,
+        }
     effect = {"used": "changed", "dropped": "dropped", "rejected": "rejected"}
     d2t = {"present": sim.d2t != "absent", "engine_targets": sim.d2t in ("offsets", "absolute")}
     d2t.update(equals_i_plus_d2t=sim.d2t == "offsets", equals_d2t_raw=sim.d2t == "absolute")
     return {
         "drafter": drafter.name,
-        "version": "0",
+        "version": VERSION[engine],
         "status": "loaded" if sim.status == "loads" else "rejected",
         "per_key": {k: {"effect": effect[v]} for k, v in sim.keys.items()},
         "per_param": {n: {"fate": f} for n, f in sim.params.items()},
@@ -89,8 +94,18 @@ def test_param_share_and_d2t_differences_are_reported(corpus: Path) -> None:
 
 def test_status_difference_and_harness_error(corpus: Path) -> None:
     results = [_perfect_engine("vllm", d) for d in sorted(corpus.iterdir())]
-    results[0] = {"drafter": results[0]["drafter"], "version": "0", "status": "build_error", "error": "boom"}
-    results[1] = {"drafter": results[1]["drafter"], "version": "0", "status": "harness_error", "error": "bug"}
+    results[0] = {
+        "drafter": results[0]["drafter"],
+        "version": "0.32.0",
+        "status": "build_error",
+        "error": "boom",
+    }
+    results[1] = {
+        "drafter": results[1]["drafter"],
+        "version": "0.32.0",
+        "status": "harness_error",
+        "error": "bug",
+    }
     rep = oracle.judge("vllm", results, corpus)
     assert rep.harness_errors == 1
     channels = {d.drafter: d.channel for d in rep.differences}
@@ -101,16 +116,16 @@ def test_status_difference_and_harness_error(corpus: Path) -> None:
 
 
 def _refused_in_simulation(drafter: Path) -> bool:
-    table = tables.table_for("vllm", "0")
-    return oracle.simulated_outcome(table, drafter, set()).status == "refused"
+    table = tables.table_for("vllm", "0.32.0")
+    return oracle.simulated_outcome(table, drafter)[0].status == "refused"
 
 
 def test_capture_comparison_uses_the_tables_rule() -> None:
-    table = tables.table_for("sglang", "0")
+    table = tables.table_for("sglang", "0.5.23")
     ids = [1, 17, 32]
     predicted = tables.capture_prediction(table, "LlamaForCausalLM", ids, 36)
     capture = {
-        "version": "0",
+        "version": "0.5.23",
         "n_layers": 36,
         "samples": {"given": ids, "none": None},
         "classes": [

@@ -139,7 +139,7 @@ def instrumented_load(
         try:
             load(model, items())
         except Exception as e:
-            err = (state["cur"], _error(e) + " | " + traceback.format_exc(limit=4)[-300:])
+            err = (state["cur"], _error(e))
         return model, effects, err, snapshot(model, ex)
 
     keys = list(order)
@@ -238,7 +238,8 @@ def run_batch(root: str, out: str, run_one: Callable[[Path], dict[str, Any]], se
             except Exception as e:  # a harness bug: recorded, and the comparison fails on it
                 r = {
                     "status": "harness_error",
-                    "error": _error(e, 800) + " | " + traceback.format_exc()[-600:],
+                    "error": _error(e, 800),
+                    "traceback": traceback.format_exc()[-1500:],
                 }
             r["drafter"] = d.name
             r["seconds"] = round(time.perf_counter() - t1, 4)
