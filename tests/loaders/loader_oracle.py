@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -119,7 +119,7 @@ class Difference:
         return f"{self.drafter}  {self.channel} {self.item}: real {self.real} / simulated {self.simulated}"
 
 
-def real_outcome(result: dict[str, Any], exclude_params: set[str] = frozenset()) -> Outcome:
+def real_outcome(result: dict[str, Any], exclude_params: Collection[str] = ()) -> Outcome:
     """A harness's JSON line in the shared vocabulary."""
     status = {
         "loaded": "loads",
