@@ -68,7 +68,7 @@ $(ENGINE_STAMP): pyproject.toml constraints.txt
 	# The companion wheels PyPI hands out are CUDA builds or broken against torch 2.13.0+cpu
 	# (transformers then fails to import); triton has no CPU backend (1 GB saved).
 	$(ENGINE_PY) -m pip uninstall -y -q torchvision torchaudio torchcodec triton
-	$(ENGINE_PY) -m pip install -q -c constraints.txt -e '.[server,models]' 'pytest>=8' 'pytest-timeout>=2.3'
+	$(ENGINE_PY) -m pip install -q -c constraints.txt -e '.[server,models]' 'pytest>=8' 'pytest-timeout>=2.3' 'jsonschema>=4.18'
 	$(ENGINE_PY) -c "import torch, vllm, prometheus_client, eagle3_forensics; assert torch.__version__ == '2.13.0+cpu', torch.__version__"
 	@touch $(ENGINE_STAMP)
 

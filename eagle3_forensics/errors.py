@@ -23,6 +23,8 @@ class ExitCode(IntEnum):
     """An internal error: a bug in eagle3-forensics. Please report it."""
     SERVER = 4
     """A live server could not be probed (refused, timed out, HTTP error, malformed answer)."""
+    INTERRUPTED = 130
+    """Interrupted (Ctrl-C), as shells report a SIGINT."""
 
 
 # Kept for callers written before ExitCode; the same values.

@@ -2,14 +2,25 @@
 
 pytest puts this directory on ``sys.path`` (rootdir conftest, prepend import mode), so every tier
 imports the shared fixture builders with ``from builders import ...``.
+
+The JSON contract (docs/json.md, tests/jsoncontract.py): every object any command prints with
+``--json`` (in process or in a subprocess) and every ``summary.json``/baseline the runner writes is
+validated against its published schema after each test; the terminal summary says how many.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from builders import build_hostile_drafter
+from jsoncontract import JsonLog, summary_lines
+
+from eagle3_forensics import schemas
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "data" / "demo"
@@ -33,3 +44,40 @@ def hostile_drafter(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tensor named ``builders.TENSOR_PAYLOAD``: script-injection payloads every view must escape.
     Shared read-only; a test that needs it inside its own tree links to it."""
     return build_hostile_drafter(tmp_path_factory.mktemp("hostile"), DEMO / "drafters" / "healthy")
+
+
+# -- every contract object the suite produces is validated against its schema -----------------------
+
+_LOG: JsonLog | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _LOG
+    if importlib.util.find_spec("jsonschema") is None:  # an environment without the dev extra
+        return
+    _LOG = JsonLog()
+    os.environ[schemas.LOG_ENV] = str(_LOG.path)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _LOG is not None:
+        os.environ.pop(schemas.LOG_ENV, None)
+        _LOG.close()
+
+
+@pytest.fixture(autouse=True)
+def _contract_json() -> Iterator[None]:
+    """After each test: every JSON object printed or written meanwhile matches its schema."""
+    yield
+    problems = _LOG.problems() if _LOG is not None else []
+    if problems:
+        pytest.fail(
+            f"{len(problems)} JSON object(s) do not match their published schema:\n"
+            + "\n".join(problems[:3]),
+            pytrace=False,
+        )
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for line in summary_lines():
+        terminalreporter.write_line(line)

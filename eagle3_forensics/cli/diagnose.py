@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from eagle3_forensics.cli.output import print_json
+from eagle3_forensics.cli.output import emit_json, error_dict
 from eagle3_forensics.engines import ENGINE_NAMES
 
 
@@ -15,12 +15,15 @@ def run(args: argparse.Namespace) -> int:
     from eagle3_forensics.views.text import render_diagnosis  # heavy: numpy, safetensors, torch
 
     d = diagnose(args.path, target=args.target, engines=args.engine)
+    # unusable input: the error object, and (for pipelines written before it) the report members
+    # with the one CHECKPOINT_UNREADABLE finding
+    error = error_dict("UNUSABLE_INPUT", d.findings[0].message, str(args.path)) if d.unusable else None
     if args.json:
-        print_json(d.to_dict())
+        emit_json("diagnose", d.to_dict(), d.exit_code, error)
     else:
         print(render_diagnosis(d))
-    if d.unusable:
-        sys.stderr.write(f"eagle3-forensics: {d.findings[0].message}\n")
+    if error is not None:
+        sys.stderr.write(f"eagle3-forensics: {error['message']}\n")
     return d.exit_code
 
 
@@ -32,4 +35,4 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "--engine", default="all", choices=[*ENGINE_NAMES, "all"], help="engine to simulate (default: all)"
     )
     d.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    d.set_defaults(func=run)
+    d.set_defaults(func=run, json_command="diagnose")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from eagle3_forensics.cli.output import print_json
+from eagle3_forensics.cli.output import emit_json
 
 
 def run(args: argparse.Namespace) -> int:
@@ -14,19 +14,19 @@ def run(args: argparse.Namespace) -> int:
 
     ins = inspect_checkpoint(args.path)
     if args.json:
-        print_json(ins.to_dict())
+        emit_json("inspect", ins.to_dict(), 0)
     else:
         print(render_inspection(ins))
     return 0
 
 
-def json_error(args: argparse.Namespace, exc: BaseException) -> dict[str, Any]:
-    """The ``--json`` object when the checkpoint cannot be inspected."""
-    return {"checkpoint": args.path, "error": str(exc)}
+def json_error_payload(args: argparse.Namespace, exc: BaseException) -> dict[str, Any]:
+    """The members beside the error object when the checkpoint cannot be inspected."""
+    return {"checkpoint": args.path}
 
 
 def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     i = sub.add_parser("inspect", help="tensor table and detected format (header only)")
     i.add_argument("path")
-    i.add_argument("--json", action="store_true")
-    i.set_defaults(func=run, json_error=json_error)
+    i.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    i.set_defaults(func=run, json_command="inspect", json_error_payload=json_error_payload)

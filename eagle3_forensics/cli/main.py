@@ -1,13 +1,18 @@
 """The ``eagle3-forensics`` command line (also ``python -m eagle3_forensics``).
 
 One module per command (``cli/<command>.py``, each with ``add_parser(sub, parser_class)`` that sets
-``func``); this module builds the parser from :data:`COMMANDS` and maps errors to exit codes.
+``func``, and ``json_command`` when it has ``--json``); this module builds the parser from
+:data:`COMMANDS` and maps errors to exit codes (``errors.ExitCode``, README "Exit codes").
 
 Exit codes: 0 no error finding / success; 1 at least one error finding; 2 unusable input
 or bad arguments (one line on stderr, never a traceback); 3 an internal error (a bug: please report);
 4 a live server could not be probed. Only a :class:`~eagle3_forensics.errors.ForensicsError` maps to
 its own code (2 or 4): any other exception that escapes a command — a ``ValueError`` included — is a
 bug in eagle3-forensics, so user input must be turned into one of ours where it is read.
+
+With ``--json`` every exit prints exactly one JSON object (:mod:`eagle3_forensics.cli.output`):
+argument errors, unusable input, internal errors and interrupts included. Errors are also one
+line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from eagle3_forensics.cli import (
     diagnose,
@@ -29,10 +34,18 @@ from eagle3_forensics.cli import (
     repair,
     report,
     run,
+    schema,
     vocab,
 )
-from eagle3_forensics.cli.output import print_json
-from eagle3_forensics.errors import EXIT_INTERNAL, EXIT_UNUSABLE, ForensicsError
+from eagle3_forensics.cli.output import (
+    INTERNAL_ERROR,
+    INTERRUPTED,
+    emit_json,
+    emitted,
+    error_dict,
+    json_session,
+)
+from eagle3_forensics.errors import BadArgumentsError, ExitCode, ForensicsError, one_line
 
 # The commands, in the order of `--help`.
 COMMANDS: tuple[ModuleType, ...] = (
@@ -47,13 +60,26 @@ COMMANDS: tuple[ModuleType, ...] = (
     probe,
     probe_server,
     vocab,
+    schema,
 )
+
+NO_COMMAND = "cli"
+"""The schema of an argument error outside any command with ``--json`` (``eagle3-forensics/cli/1``)."""
+
+
+class _ArgumentsExit(SystemExit):
+    """argparse's exit on bad arguments, carrying its message (still a ``SystemExit`` with code 2)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(int(ExitCode.UNUSABLE))
+        self.message = message
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {' '.join(message.split())}\n")
-        raise SystemExit(EXIT_UNUSABLE)
+        message = one_line(message)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise _ArgumentsExit(f"{self.prog}: {message}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,23 +90,81 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def json_command_of(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
+    """The schema an argument error of ``argv`` is reported under: the (sub)command's when it has
+    ``--json`` output, else :data:`NO_COMMAND`."""
+    current, name = parser, NO_COMMAND
+    for word in (a for a in argv if not a.startswith("-")):
+        subs = _subcommands(current)
+        if word not in subs:
+            break
+        current = subs[word]
+        name = current.get_default("json_command") or NO_COMMAND
+    return name
+
+
+def _fail(
+    json_mode: bool,
+    command: str,
+    code: int,
+    error: dict[str, Any],
+    payload: dict[str, Any] | None = None,
+    *,
+    line: str | None = None,
+) -> int:
+    """One stderr line, and the JSON object unless the command already printed its one."""
+    sys.stderr.write(f"eagle3-forensics: {line or error['message']}\n")
+    if json_mode and not emitted():
+        emit_json(command, payload, code, error)
+    return int(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    json_mode = "--json" in arguments
+    with json_session(json_mode):
+        return _main(arguments, json_mode)
+
+
+def _main(arguments: list[str], json_mode: bool) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(arguments)
+    except _ArgumentsExit as exc:  # the message is on stderr already
+        if json_mode and not emitted():
+            err = BadArgumentsError(exc.message)
+            emit_json(json_command_of(parser, arguments), None, ExitCode.UNUSABLE, err)
+        return int(ExitCode.UNUSABLE)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    json_mode = bool(getattr(args, "json", False))
+    command = getattr(args, "json_command", None) or NO_COMMAND
+
+    def payload_for(exc: BaseException) -> dict[str, Any] | None:
+        hook = getattr(args, "json_error_payload", None)
+        return hook(args, exc) if hook is not None else None
+
     try:
         return int(args.func(args))
     except ForensicsError as exc:
-        json_error = getattr(args, "json_error", None)
-        if getattr(args, "json", False) and json_error is not None:
-            print_json(json_error(args, exc))
-        sys.stderr.write(f"eagle3-forensics: {exc}\n")
-        return int(exc.exit_code)
-    except KeyboardInterrupt:
-        sys.stderr.write("eagle3-forensics: interrupted\n")
-        return 130
-    except Exception as exc:  # last resort: one line, never a traceback
-        sys.stderr.write(
-            f"eagle3-forensics: internal error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); "
-            "please report it\n"
+        path = exc.path or None
+        return _fail(
+            json_mode, command, exc.exit_code, error_dict(exc.code, str(exc), path), payload_for(exc)
         )
-        return EXIT_INTERNAL
+    except KeyboardInterrupt:
+        return _fail(json_mode, command, ExitCode.INTERRUPTED, error_dict(INTERRUPTED, "interrupted"))
+    except Exception as exc:  # last resort: one line, never a traceback
+        detail = one_line(f"{type(exc).__name__}: {exc}")[:300]
+        return _fail(
+            json_mode,
+            command,
+            ExitCode.INTERNAL,
+            error_dict(INTERNAL_ERROR, f"internal error ({detail}); please report it"),
+        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from eagle3_forensics.cli.output import print_json
+from eagle3_forensics.cli.output import emit_json
 from eagle3_forensics.engines import ENGINE_NAMES
 
 
@@ -24,11 +24,12 @@ def run(args: argparse.Namespace) -> int:
         teacher_forced=not args.no_teacher_forced,
         sweep=not args.no_sweep,
     )
+    code = 0 if result.lossless else 1
     if args.json:
-        print_json(result.to_dict())
+        emit_json("probe", result.to_dict(), code)
     else:
         print(render_probe(result))
-    return 0 if result.lossless else 1
+    return code
 
 
 def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -59,4 +60,4 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     pr.add_argument("--no-sweep", action="store_true", help="skip the aux-layer sweep")
     pr.add_argument("--no-teacher-forced", action="store_true", help="skip the teacher-forced estimate")
     pr.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    pr.set_defaults(func=run)
+    pr.set_defaults(func=run, json_command="probe")

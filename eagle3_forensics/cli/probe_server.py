@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from eagle3_forensics.cli.output import print_json
+from eagle3_forensics.cli.output import emit_json, error_dict
 from eagle3_forensics.views.server import render_server_probe
 
 # The engines `probe-server` measures (eagle3_forensics.probe.server.core.ENGINE_PROBES has one entry
@@ -16,6 +16,7 @@ SERVER_ENGINE_CHOICES = ("vllm", "sglang")
 
 def run(args: argparse.Namespace) -> int:
     from eagle3_forensics.probe.server.core import probe_server  # heavy: torch (via probe.core)
+    from eagle3_forensics.probe.server.result import FAULT_CODES  # heavy: as above
 
     result = probe_server(
         args.url,
@@ -31,13 +32,16 @@ def run(args: argparse.Namespace) -> int:
         compare_with=args.compare_with,
         tolerance=args.tolerance,
     )
+    error = None
+    if result.faulted:
+        first = next(f for f in result.findings if f.code in FAULT_CODES)
+        error = error_dict("SERVER_FAULT", f"{first.code}: {first.message}", args.url)
     if args.json:
-        print_json(result.to_dict())
+        emit_json("probe-server", result.to_dict(), result.exit_code, error)
     else:
         print(render_server_probe(result))
-    if result.faulted:
-        first = next(f for f in result.findings if f.code.startswith("SERVER_"))
-        sys.stderr.write(f"eagle3-forensics: {first.code}: {' '.join(first.message.split())}\n")
+    if error is not None:
+        sys.stderr.write(f"eagle3-forensics: {error['message']}\n")
     return result.exit_code
 
 
@@ -85,4 +89,4 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         help="relative acceptance-length gap to --compare-with that is an error (default 0.10)",
     )
     ps.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    ps.set_defaults(func=run)
+    ps.set_defaults(func=run, json_command="probe-server")

@@ -6,40 +6,41 @@ import argparse
 import sys
 from typing import Any
 
-from eagle3_forensics.cli.output import print_json
-from eagle3_forensics.errors import EXIT_UNUSABLE
+from eagle3_forensics.cli.output import emit_json, error_dict
+from eagle3_forensics.errors import EXIT_UNUSABLE, one_line
 from eagle3_forensics.repair.policy import REPAIRABLE_ENGINES
 
 
 def run(args: argparse.Namespace) -> int:
     from eagle3_forensics.repair.execute import repair  # heavy: torch
-    from eagle3_forensics.repair.plan import RepairArgumentError  # heavy: torch
     from eagle3_forensics.views.repair import render_repair  # heavy: torch
 
     trust = "t2d" if args.trust_t2d else "d2t" if args.trust_d2t else None
-    try:
-        result = repair(
-            args.path,
-            args.engine,
-            args.out,
-            target=args.target,
-            rebuild_vocab_from=args.rebuild_vocab_from,
-            trust=trust,
-            dry_run=args.dry_run,
-            force=args.force,
-        )
-    except RepairArgumentError as exc:
-        if args.json:
-            print_json({"status": "unusable", "exit_code": EXIT_UNUSABLE, "message": str(exc)})
-        sys.stderr.write(f"eagle3-forensics: {' '.join(str(exc).split())}\n")
-        return EXIT_UNUSABLE
+    result = repair(
+        args.path,
+        args.engine,
+        args.out,
+        target=args.target,
+        rebuild_vocab_from=args.rebuild_vocab_from,
+        trust=trust,
+        dry_run=args.dry_run,
+        force=args.force,
+    )  # bad arguments (RepairArgumentError) and unusable input reach cli.main: json_error_payload
+    error = None
+    if result.exit_code == EXIT_UNUSABLE:
+        error = error_dict("UNUSABLE_INPUT", result.message, str(args.path))
     if args.json:
-        print_json(result.to_dict())
+        emit_json("repair", result.to_dict(), result.exit_code, error)
     else:
         print(render_repair(result))
-    if result.exit_code == EXIT_UNUSABLE:
-        sys.stderr.write(f"eagle3-forensics: {' '.join(result.message.split())}\n")
+    if error is not None:
+        sys.stderr.write(f"eagle3-forensics: {error['message']}\n")
     return result.exit_code
+
+
+def json_error_payload(args: argparse.Namespace, exc: BaseException) -> dict[str, Any]:
+    """The members beside the error object when repair could not start: status ``unusable``."""
+    return {"status": "unusable", "message": one_line(exc), "dest": None}
 
 
 def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -67,4 +68,4 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     rp.add_argument("--dry-run", action="store_true", help="print the plan; write nothing")
     rp.add_argument("--force", action="store_true", help="replace an existing --out")
     rp.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    rp.set_defaults(func=run)
+    rp.set_defaults(func=run, json_command="repair", json_error_payload=json_error_payload)

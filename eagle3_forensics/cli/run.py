@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 from typing import Any
 
 from eagle3_forensics.cli.run_options import add_run_options, run_kwargs
+from eagle3_forensics.cli.output import emit_json
 
 
 def run(args: argparse.Namespace) -> int:
@@ -14,7 +17,7 @@ def run(args: argparse.Namespace) -> int:
     from eagle3_forensics.runs.runner import run as run_config  # heavy: as above
 
     config = load_config(args.config)
-    return run_config(
+    code = run_config(
         config,
         args.out,
         baseline=args.baseline,
@@ -24,6 +27,20 @@ def run(args: argparse.Namespace) -> int:
         write_baseline=args.write_baseline,
         **run_kwargs(args),  # --history, --gate-window, --trend-runs, --bundle, --shard
     )
+    if args.json:
+        emit_json("run", summary_payload(Path(args.out)), code)
+    return code
+
+
+def summary_payload(out: Path) -> dict[str, Any]:
+    """The ``run --json`` members: the summary.json just written, and where it and index.html are."""
+    summary_file = out.resolve() / "summary.json"
+    summary: dict[str, Any] = json.loads(summary_file.read_text(encoding="utf-8"))
+    return {
+        **summary,
+        "summary_file": str(summary_file),
+        "index_file": str(summary_file.parent / "index.html"),
+    }
 
 
 def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -50,4 +67,7 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     ru.add_argument("--write-baseline", metavar="FILE", help="also write a baseline from this run's results")
     ru.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_run_options(ru)
-    ru.set_defaults(func=run)
+    ru.add_argument(
+        "--json", action="store_true", help="print exactly one JSON object (summary.json's members) on stdout"
+    )
+    ru.set_defaults(func=run, json_command="run")

@@ -3,8 +3,8 @@
 ``add_parser`` registers the ``vocab`` command with :mod:`eagle3_forensics.cli.main`. Every command prints one JSON object with
 ``--json``, or a few readable lines. Exit codes: ``classify`` 0 when the map is consistent, 1
 when not; ``compare`` 0 when both maps select the same ids, 1 when they differ (like ``cmp``);
-``build`` and ``coverage`` 0; 2 for unusable input or bad arguments (raised as ``UnusableInputError``/``BadArgumentsError``
-and turned into one stderr line by ``cli.main``).
+``build`` and ``coverage`` 0; 2 for unusable input or bad arguments (raised as ``UnusableInputError``/
+``BadArgumentsError`` and turned into one stderr line, and with ``--json`` one JSON object, by ``cli.main``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from eagle3_forensics.cli.output import print_json
+from eagle3_forensics.cli.output import emit_json
 from eagle3_forensics.errors import EXIT_FINDINGS, EXIT_OK, UnusableInputError
 
 
@@ -42,8 +42,10 @@ def classify(args: argparse.Namespace) -> int:
     check = None
     if args.target is not None and m.source == "checkpoint":
         check = lm_head_row_check(args.path, args.target, required=False)
+    code = EXIT_OK if res.consistent else EXIT_FINDINGS
     if args.json:
-        print_json(
+        emit_json(
+            "vocab-classify",
             {
                 "path": str(args.path),
                 "source": m.source,
@@ -53,7 +55,8 @@ def classify(args: argparse.Namespace) -> int:
                 "fix": fix.to_dict(),
                 "selection": selection,
                 "lm_head_check": None if check is None else check.to_dict(),
-            }
+            },
+            code,
         )
     else:
         print(f"{args.path}: {m.source}, V={m.target_vocab_size} v={m.draft_vocab_size}")
@@ -86,7 +89,7 @@ def classify(args: argparse.Namespace) -> int:
                 f"lm_head rows ({check.method}): the head matches {best}; "
                 f"what engines use confirmed: {check.d2t_confirmed}"
             )
-    return EXIT_OK if res.consistent else EXIT_FINDINGS
+    return code
 
 
 def build(args: argparse.Namespace) -> int:
@@ -120,7 +123,7 @@ def build(args: argparse.Namespace) -> int:
     summary = mapping.summary()
     out = save_mapping(mapping, args.out, {**summary, "source": Path(source).name})
     if args.json:
-        print_json({"out": str(out), "source": source, **summary})
+        emit_json("vocab-build", {"out": str(out), "source": source, **summary}, EXIT_OK)
     else:
         print(f"wrote {out}: d2t int64 [{mapping.draft_vocab_size}], t2d bool [{mapping.target_vocab_size}]")
         print(
@@ -148,8 +151,9 @@ def compare(args: argparse.Namespace) -> int:
             f"({a.target_vocab_size} vs {b.target_vocab_size})\n"
         )
     cmp = compare_mappings(a, b, labels=(str(args.a), str(args.b)))
+    code = EXIT_OK if cmp.identical else EXIT_FINDINGS
     if args.json:
-        print_json(cmp.to_dict(limit=args.limit))
+        emit_json("vocab-compare", cmp.to_dict(limit=args.limit), code)
     else:
         d = cmp.to_dict(limit=args.limit)
         for side in ("a", "b"):
@@ -167,7 +171,7 @@ def compare(args: argparse.Namespace) -> int:
             if ids:
                 print(f"only in {side} (first {len(ids)}): {ids}")
         print("same selection" if cmp.identical else "the selections differ")
-    return EXIT_OK if cmp.identical else EXIT_FINDINGS
+    return code
 
 
 def coverage(args: argparse.Namespace) -> int:
@@ -185,7 +189,7 @@ def coverage(args: argparse.Namespace) -> int:
         chat_template=args.chat_template,
     )
     if args.json:
-        print_json(report.to_dict())
+        emit_json("vocab-coverage", report.to_dict(), EXIT_OK)
         return EXIT_OK
     print(f"{args.path}: v={report.draft_vocab_size} of V={report.target_vocab_size}")
     print(
@@ -227,6 +231,7 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     c.add_argument("path", help=where)
     c.add_argument("--target", help="target model directory: vocabulary size and the lm_head row check")
     c.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    c.set_defaults(json_command="vocab-classify")
 
     b = vs.add_parser("build", help="build d2t/t2d from token counts the way the trainers do")
     src = b.add_mutually_exclusive_group(required=True)
@@ -252,6 +257,7 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         help="progress bar (default: only for long inputs)",
     )
     b.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    b.set_defaults(json_command="vocab-build")
 
     m = vs.add_parser("compare", help="compare two maps: sizes, Jaccard, ids only in one, fingerprints")
     m.add_argument("a", help=where)
@@ -259,6 +265,7 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     m.add_argument("--target", help="target model directory (vocabulary size when a map lacks t2d)")
     m.add_argument("--limit", type=int, default=50, help="ids listed per side (default 50)")
     m.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    m.set_defaults(json_command="vocab-compare")
 
     g = vs.add_parser("coverage", help="share of a corpus's tokens inside the draft vocabulary")
     g.add_argument("path", help=where)
@@ -274,4 +281,5 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     g.add_argument("--chat-template", help="Jinja chat template file, overriding the tokenizer's")
     g.add_argument("--top", type=int, default=20, help="most frequent uncovered tokens to list (default 20)")
     g.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    g.set_defaults(json_command="vocab-coverage")
     v.set_defaults(func=run)

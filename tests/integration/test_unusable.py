@@ -558,7 +558,12 @@ def test_bad_arguments(args: list[str]) -> None:
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and "error" in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
-    assert proc.stdout == ""
+    if "--json" in args:  # the contract: one JSON object on every exit, argument errors included
+        report = json.loads(proc.stdout)
+        assert report["schema"] == "eagle3-forensics/diagnose/1" and report["exit_code"] == 2
+        assert report["error"]["code"] == "BAD_ARGUMENTS" and "path" in report["error"]["message"]
+    else:
+        assert proc.stdout == ""
 
 
 def test_api_unknown_engine_raises_bad_arguments() -> None:
