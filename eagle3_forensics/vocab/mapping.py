@@ -79,7 +79,10 @@ def _is_tensor(x: Any) -> bool:
 
 def _np(x: Any) -> np.ndarray:
     if _is_tensor(x):
-        return np.asarray(x.detach().cpu().numpy())
+        torch, x = _torch(), x.detach().cpu()
+        if x.dtype.is_floating_point and x.dtype not in (torch.float16, torch.float32, torch.float64):
+            x = x.float()  # bfloat16 / float8 maps: NumPy has no such dtype; the checks call them invalid
+        return np.asarray(x.numpy())
     return np.asarray(x)
 
 
