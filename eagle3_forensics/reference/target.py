@@ -104,17 +104,16 @@ class TargetModel:
                     model = AutoModelForCausalLM.from_pretrained(
                         str(p), local_files_only=True, torch_dtype=self.dtype
                     )
-        except (OSError, ValueError, KeyError) as exc:
-            raise UnusableInputError(
-                f"cannot load the target model from {p}: {' '.join(str(exc).split())[:300]}", path=str(p)
-            ) from None
+        except Exception as exc:  # transformers raises anything on a mangled config or weights file
+            detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            raise UnusableInputError(f"cannot load the target model from {p}: {detail}", path=str(p)) from None
         self.model: Any = model.to(self.device).eval()  # type: ignore[arg-type]
         for param in self.model.parameters():
             param.requires_grad_(False)
         self.path = p
         try:
             self.tokenizer: Any = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
-        except (OSError, ValueError, KeyError):
+        except Exception:  # a missing or mangled tokenizer: the probe then needs token-id prompts
             self.tokenizer = None
         cfg = self.model.config
         text = getattr(cfg, "text_config", None) or cfg
