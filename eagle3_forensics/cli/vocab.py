@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_forensics.cli.output import emit_json
-from eagle3_forensics.errors import EXIT_FINDINGS, EXIT_OK, UnusableInputError
+from eagle3_forensics.errors import EXIT_FINDINGS, EXIT_OK, BadArgumentsError, UnusableInputError
+
+MAX_VOCAB = 1 << 24
+"""The largest target vocabulary ``vocab build`` accepts (real ones stay below 300k)."""
 
 
 def _pct(x: float | None) -> str:
@@ -102,6 +105,14 @@ def build(args: argparse.Namespace) -> int:
 
     if Path(args.out).suffix.lower() not in (".safetensors", ".pt"):
         raise UnusableInputError(f"--out {args.out} must end in .safetensors or .pt")
+    if not 0 < args.target_vocab_size <= MAX_VOCAB:
+        raise BadArgumentsError(
+            f"--target-vocab-size {args.target_vocab_size} is not in 1..{MAX_VOCAB} (the counts take 8 bytes per id)"
+        )
+    if not 0 < args.draft_vocab_size <= args.target_vocab_size:
+        raise BadArgumentsError(
+            f"--draft-vocab-size {args.draft_vocab_size} is not in 1..{args.target_vocab_size} (--target-vocab-size)"
+        )
     if args.ids is not None:
         source = str(args.ids)
         mapping = build_vocab_mapping_from_file(

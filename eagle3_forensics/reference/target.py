@@ -106,7 +106,9 @@ class TargetModel:
                     )
         except Exception as exc:  # transformers raises anything on a mangled config or weights file
             detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-            raise UnusableInputError(f"cannot load the target model from {p}: {detail}", path=str(p)) from None
+            raise UnusableInputError(
+                f"cannot load the target model from {p}: {detail}", path=str(p)
+            ) from None
         self.model: Any = model.to(self.device).eval()  # type: ignore[arg-type]
         for param in self.model.parameters():
             param.requires_grad_(False)
