@@ -86,6 +86,15 @@ def _np(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
+def _t2d_size(t2d: Any | None) -> int | None:
+    """The target vocabulary size a ``t2d`` states: its length when it is 1-D (else it states none;
+    ``check_t2d`` reports its shape)."""
+    if t2d is None:
+        return None
+    arr = _np(t2d)
+    return int(arr.shape[0]) if arr.ndim == 1 else None
+
+
 def _runs(bad: np.ndarray, limit: int = 10) -> list[list[int]]:
     """Maximal runs ``[start, end)`` of True in a boolean vector (first ``limit``)."""
     if not bad.any():
@@ -179,7 +188,7 @@ def classify_mapping(
     big_v = (
         target_vocab_size
         if target_vocab_size is not None
-        else (None if t2d is None else int(_np(t2d).shape[0]))
+        else _t2d_size(t2d)
     )
     v = draft_vocab_size if draft_vocab_size is not None else (None if d2t is None else int(_np(d2t).size))
     res = VocabClassification("unverified_offsets", big_v, v)
@@ -1004,7 +1013,7 @@ class MappingComparison:
 def _map_parts(m: Any) -> tuple[Any, Any, int | None, int | None, str]:
     if isinstance(m, tuple):
         d2t, t2d = m
-        big_v = None if t2d is None else int(_np(t2d).shape[0])
+        big_v = _t2d_size(t2d)
         return d2t, t2d, big_v, None if d2t is None else int(_np(d2t).size), "map"
     big_v = getattr(m, "target_vocab_size", None)
     v = getattr(m, "draft_vocab_size", None)
@@ -1021,7 +1030,7 @@ def compare_mappings(a: Any, b: Any, labels: tuple[str, str] | None = None) -> M
         sels.append(sel)
         sources.append(src)
         kinds.append(classify_mapping(d2t, t2d, big_v, v).kind)
-        sizes.append(big_v if big_v is not None else (None if t2d is None else int(_np(t2d).shape[0])))
+        sizes.append(big_v if big_v is not None else _t2d_size(t2d))
     common = np.intersect1d(sels[0], sels[1], assume_unique=True)
     d2t_equal = None
     if parts[0][0] is not None and parts[1][0] is not None:
