@@ -196,10 +196,15 @@ def _prompt_ids(
     if not items:
         raise UnusableInputError("no prompts given")
     out = []
-    for item in items:
+    limit = getattr(target, "max_positions", None)
+    for n, item in enumerate(items, 1):
         ids = target.encode(item) if isinstance(item, str) else [int(i) for i in item]
         if not ids:
             raise UnusableInputError("an empty prompt was given")
+        if limit is not None and len(ids) >= limit:
+            raise UnusableInputError(
+                f"prompt {n} has {len(ids)} tokens; the target handles {limit} positions (max_position_embeddings)"
+            )
         out.append(ids)
     return out
 

@@ -122,6 +122,10 @@ class TargetModel:
         self.num_layers = int(text.num_hidden_layers)
         self.hidden_size = int(text.hidden_size)
         self.vocab_size = int(text.vocab_size)
+        positions = getattr(text, "max_position_embeddings", None)
+        self.max_positions: int | None = (
+            int(positions) if isinstance(positions, int) and positions > 0 else None
+        )
         self._layers = _find_layers(self.model, self.num_layers)
         self._want: set[int] = set()
         self._got: dict[int, torch.Tensor] = {}
