@@ -128,7 +128,8 @@ def _fail(
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
-    json_mode = "--json" in arguments
+    options = arguments[: arguments.index("--")] if "--" in arguments else arguments  # after --: operands
+    json_mode = "--json" in options
     with json_session(json_mode):
         return _main(arguments, json_mode)
 

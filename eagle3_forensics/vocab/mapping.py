@@ -185,11 +185,7 @@ def classify_mapping(
     draft_vocab_size: int | None = None,
 ) -> VocabClassification:
     """Classify a vocabulary map from first principles (see the module docstring)."""
-    big_v = (
-        target_vocab_size
-        if target_vocab_size is not None
-        else _t2d_size(t2d)
-    )
+    big_v = target_vocab_size if target_vocab_size is not None else _t2d_size(t2d)
     v = draft_vocab_size if draft_vocab_size is not None else (None if d2t is None else int(_np(d2t).size))
     res = VocabClassification("unverified_offsets", big_v, v)
     if t2d is not None:
