@@ -148,8 +148,12 @@ def load_token_ids(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
             raise UnusableInputError(f"unreadable NumPy file {p}: {_one_line(exc)}", path=str(p)) from None
         if isinstance(loaded_np, np.ndarray):
             return _check(_as_array(loaded_np, IDS_KEY, p), None, p)
-        with loaded_np as archive:
-            return _from_mapping({k: archive[k] for k in archive.files}, p)
+        try:  # an .npz reads its members only now: a damaged archive fails here
+            with loaded_np as archive:
+                members = {k: archive[k] for k in archive.files}
+        except Exception as exc:
+            raise UnusableInputError(f"unreadable NumPy file {p}: {_one_line(exc)}", path=str(p)) from None
+        return _from_mapping(members, p)
     raise UnusableInputError(
         f"unsupported token-id file {p}: expected one of {', '.join(SUFFIXES)}", path=str(p)
     )
