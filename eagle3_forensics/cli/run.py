@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from eagle3_forensics.cli.run_options import add_run_options, run_kwargs
 from eagle3_forensics.cli.output import emit_json
+from eagle3_forensics.cli.run_options import add_run_options, run_kwargs
 
 
 def run(args: argparse.Namespace) -> int:

@@ -103,7 +103,7 @@ def validate(obj: Any, name: str | None = None) -> str:
 
 @functools.cache
 def _validator(name: str) -> Any:
-    import jsonschema
+    import jsonschema  # optional: jsonschema (the dev extra; only tests validate)
 
     schema = load(name)
     cls = jsonschema.validators.validator_for(schema)

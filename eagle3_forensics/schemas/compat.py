@@ -55,9 +55,9 @@ def breaking_changes(old: Any, new: Any, path: str = "#") -> list[str]:
     if old_t is None and new_t is not None:
         out.append(f"{path}: type added ({sorted(new_t)})")
     if "enum" in old and "enum" in new:
-        gone = [v for v in old["enum"] if v not in new["enum"]]
-        if gone:
-            out.append(f"{path}: enum narrowed ({gone} removed)")
+        dropped = [v for v in old["enum"] if v not in new["enum"]]
+        if dropped:
+            out.append(f"{path}: enum narrowed ({dropped} removed)")
     elif "enum" in new and "enum" not in old:
         out.append(f"{path}: enum added")
     if "const" in new and new.get("const") != old.get("const"):
