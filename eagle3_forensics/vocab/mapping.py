@@ -196,10 +196,10 @@ def classify_mapping(
         return res
 
     arr = _np(d2t)
-    if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+    if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer) or arr.size == 0:
         res.kind = "invalid_d2t"
         res.d2t_problems.append(
-            f"d2t has shape {list(arr.shape)} and dtype {arr.dtype}; expected 1-D integers"
+            f"d2t has shape {list(arr.shape)} and dtype {arr.dtype}; expected 1-D integers, at least one"
         )
         return res
     d = arr.astype(np.int64)
