@@ -62,6 +62,46 @@ def _num(x: Any) -> float | None:
     return float(x)
 
 
+def check_run_records(runs: Any, where: str) -> list[dict[str, Any]]:
+    """``runs`` of a summary.json or part.json read back from disk, checked field by field before
+    anything computes with them (a damaged file is unusable input, naming the run and the field)."""
+    if not isinstance(runs, list):
+        raise UnusableInputError(f"{where}: runs is not a list")
+    for i, r in enumerate(runs):
+        problem = _run_record_problem(r)
+        if problem:
+            raise UnusableInputError(f"{where}: runs[{i}]: {problem}")
+    return runs
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _run_record_problem(r: Any) -> str | None:
+    if not isinstance(r, dict):
+        return "not an object"
+    for key in ("drafter", "notebook", "status"):
+        if not isinstance(r.get(key), str):
+            return f"{key} is not a string"
+    if not _number(r.get("duration_s", 0.0)):
+        return "duration_s is not a number"
+    for key, kind in (("codes", list), ("metrics", dict), ("counts", dict), ("parameters", dict)):
+        if r.get(key) is not None and not isinstance(r[key], kind):
+            return f"{key} is not a {kind.__name__}"
+    if not all(isinstance(c, str) for c in r.get("codes") or []):
+        return "codes are not strings"
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (r.get("counts") or {}).values()):
+        return "counts are not integers"
+    findings = r.get("findings")
+    if findings is not None and not (
+        isinstance(findings, list)
+        and all(isinstance(f, dict) and isinstance(f.get("code"), str) for f in findings)
+    ):
+        return "findings are not objects with a code"
+    return None
+
+
 def load_baseline(path: str | Path, tolerance: dict[str, float] | None = None) -> dict[str, Any]:
     """A gate baseline: ``{"drafters": {name: {acceptance_length, per_position, expected_findings}}}``.
 
@@ -79,7 +119,7 @@ def load_baseline(path: str | Path, tolerance: dict[str, float] | None = None) -
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UnusableInputError(f"unreadable baseline {p}: {one_line(exc)[:200]}") from None
     if isinstance(data, dict) and data.get("schema") == SUMMARY_SCHEMA:
-        return baseline_from_runs(data.get("runs") or [], tolerance, source=str(p))
+        return baseline_from_runs(check_run_records(data.get("runs") or [], str(p)), tolerance, source=str(p))
     if not isinstance(data, dict) or not isinstance(data.get("drafters"), dict):
         raise UnusableInputError(f"{p} is neither a baseline (with 'drafters') nor a run summary.json")
     for name, entry in data["drafters"].items():
@@ -309,6 +349,7 @@ __all__ = [
     "Gate",
     "GateProblem",
     "baseline_from_runs",
+    "check_run_records",
     "evaluate_gate",
     "evaluate_gates",
     "load_baseline",

@@ -35,7 +35,17 @@ from typing import Any
 
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError, one_line
 from eagle3_forensics.runs.config import DEFAULT_POOL, Job, RunConfig
-from eagle3_forensics.runs.summary import Finish, Finished, Log, _stderr, finalize, machine, write_atomic
+from eagle3_forensics.runs.gate import check_run_records
+from eagle3_forensics.runs.summary import (
+    Finish,
+    Finished,
+    Log,
+    _stderr,
+    contract_json,
+    finalize,
+    machine,
+    write_atomic,
+)
 
 PART_SCHEMA = "eagle3-forensics/run-part/1"
 PART_FILE = "part.json"
@@ -119,7 +129,7 @@ def write_part(
         "runs": runs,
     }
     path = out / PART_FILE
-    write_atomic(path, json.dumps(part, indent=2, default=str) + "\n")
+    write_atomic(path, contract_json(part))
     return path
 
 
@@ -158,13 +168,33 @@ def read_part(path: str | Path) -> Part:
     try:
         if not all(isinstance(data["shard"][k], int) for k in ("index", "count")):
             raise ValueError("the shard is not I/N")
-        if not all(isinstance(j, list) and len(j) == 3 for j in data["jobs"]):
+        if not isinstance(data["shard"].get("pool"), (str, type(None))):
+            raise ValueError("the shard's pool is not a name")
+        if not isinstance(data["fingerprint"], str):
+            raise ValueError("the fingerprint is not a string")
+        if not all(
+            isinstance(j, list) and len(j) == 3 and all(isinstance(x, (str, type(None))) for x in j)
+            for j in data["jobs"]
+        ):
             raise ValueError("the job list is not [drafter, notebook, pool] triples")
+        if not all(isinstance(e, list) and all(isinstance(x, str) for x in e) for e in data["executed"]):
+            raise ValueError("the executed jobs are not [drafter, notebook] pairs")
         executed = [(str(d_), str(n)) for d_, n in data["executed"]]
-        runs = data["runs"]
-        if not isinstance(runs, list) or len(runs) != len(executed) or not isinstance(data["meta"], dict):
+        runs = check_run_records(data["runs"], str(f))
+        tolerance = data.get("tolerance") or {}
+        if not isinstance(tolerance, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in tolerance.values()
+        ):
+            raise ValueError("the tolerances are not numbers")
+        if not all(isinstance(data.get(k, 0), (int, float)) for k in ("wall_s", "workers", "ok", "failed")):
+            raise ValueError("wall_s, workers, ok and failed are not numbers")
+        if not all(isinstance(data.get(k, ""), str) for k in ("generated", "host")):
+            raise ValueError("generated and host are not strings")
+        if len(runs) != len(executed) or not isinstance(data["meta"], dict):
             raise ValueError("runs do not match the executed jobs")
         for r, key in zip(runs, executed, strict=True):
+            if not isinstance(r, dict) or not isinstance(r.get("status"), str):
+                raise ValueError("a run is not an object with a status")
             if (r.get("drafter"), r.get("notebook")) != key:
                 raise ValueError(
                     f"run {r.get('drafter')} × {r.get('notebook')} is not the job {key[0]} × {key[1]}"

@@ -30,6 +30,7 @@ from eagle3_forensics.runs.gate import (
     SUMMARY_SCHEMA,
     _num,
     baseline_from_runs,
+    check_run_records,
     evaluate_gates,
     load_baseline,
 )
@@ -42,6 +43,7 @@ from eagle3_forensics.runs.history import (
     trend,
     window_baseline,
 )
+from eagle3_forensics.schemas import log_object, strict
 
 Log = Callable[[str], None]
 
@@ -86,7 +88,7 @@ def read_previous(path: str | Path) -> list[dict[str, Any]]:
     runs = data.get("runs") if isinstance(data, dict) else data
     if not isinstance(runs, list):
         raise UnusableInputError(f"{p} is not a run summary")
-    return [r for r in runs if isinstance(r, dict)]
+    return check_run_records(runs, str(p))
 
 
 # -- provenance ------------------------------------------------------------------------------------
@@ -119,6 +121,14 @@ def git_sha(where: Path) -> str | None:
 
 def machine() -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "platform": platform.platform()}
+
+
+def contract_json(obj: dict[str, Any]) -> str:
+    """The text of a file with a published schema (summary.json, a baseline, part.json): strict
+    JSON (NaN/Infinity as null), also logged for the test suite's schema validation."""
+    doc = strict(json.loads(json.dumps(obj, default=str)))
+    log_object(doc)
+    return json.dumps(doc, indent=2, allow_nan=False) + "\n"
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -287,7 +297,7 @@ def finalize(
             )
         trend_data = trend(hist, finish.trend_runs)
         trend_data["current"] = entry_id
-    write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
+    write_atomic(out / "summary.json", contract_json(summary))
     write_atomic(out / "index.html", index_html(summary, trend_data))
     done = Finished(summary, exit_code, trend=trend_data)
     if finish.history is not None:
@@ -310,7 +320,7 @@ def finalize(
             ),
             "drafters": drafted["drafters"],
         }
-        write_atomic(Path(finish.write_baseline), json.dumps(new, indent=2) + "\n")
+        write_atomic(Path(finish.write_baseline), contract_json(new))
         say(f"baseline written: {finish.write_baseline}")
     if finish.bundle is not None:
         done.bundle = write_bundle(out, finish.bundle, summary)
@@ -342,4 +352,4 @@ def finalize(
     return done
 
 
-__all__ = ["Finish", "Finished", "changes", "finalize", "read_previous", "write_atomic"]
+__all__ = ["Finish", "Finished", "changes", "contract_json", "finalize", "read_previous", "write_atomic"]
