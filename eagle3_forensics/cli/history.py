@@ -33,7 +33,7 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> argpars
     p.add_argument("--last", type=int, default=30, metavar="N", help="only the last N runs (default 30)")
     p.add_argument("--drafter", metavar="NAME", help="only this drafter")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, json_command=COMMAND)
     return p
 
 

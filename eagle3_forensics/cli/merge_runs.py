@@ -40,7 +40,7 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> argpars
     p.add_argument("--write-baseline", metavar="FILE", help="also write a baseline from the merged results")
     add_whole_run_options(p)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, json_command=COMMAND)
     return p
 
 

@@ -28,19 +28,19 @@ def run(args: argparse.Namespace) -> int:
         **run_kwargs(args),  # --history, --gate-window, --trend-runs, --bundle, --shard
     )
     if args.json:
-        emit_json("run", summary_payload(Path(args.out)), code)
+        emit_json("run", result_payload(Path(args.out), sharded=bool(getattr(args, "shard", None))), code)
     return code
 
 
-def summary_payload(out: Path) -> dict[str, Any]:
-    """The ``run --json`` members: the summary.json just written, and where it and index.html are."""
-    summary_file = out.resolve() / "summary.json"
-    summary: dict[str, Any] = json.loads(summary_file.read_text(encoding="utf-8"))
-    return {
-        **summary,
-        "summary_file": str(summary_file),
-        "index_file": str(summary_file.parent / "index.html"),
-    }
+def result_payload(out: Path, *, sharded: bool) -> dict[str, Any]:
+    """The ``run --json`` members: the summary.json just written and where it and index.html are;
+    for ``--shard I/N`` the part.json written instead (``merge-runs`` makes the summary)."""
+    out = out.resolve()
+    name = "part.json" if sharded else "summary.json"
+    written: dict[str, Any] = json.loads((out / name).read_text(encoding="utf-8"))
+    if sharded:
+        return {**written, "part_file": str(out / name)}
+    return {**written, "summary_file": str(out / name), "index_file": str(out / "index.html")}
 
 
 def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:

@@ -78,6 +78,8 @@ class World:
     notebooks: Path
     baseline: dict[str, Any]
     summary: dict[str, Any]
+    history: Path  # a run --history directory with two entries
+    parts: list[Path]  # the outputs of run --shard 1/2 and 2/2
 
 
 def _ids_arrays(seed: int = 0) -> dict[str, np.ndarray]:
@@ -142,6 +144,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         notebooks=notebooks,
         baseline=json.loads((ROOT / "configs" / "demo_baseline.json").read_text()),
         summary={},
+        history=root / "history",
+        parts=[root / "part1", root / "part2"],
     )
     # the seeds are valid: each command succeeds on them (and the heavy imports happen here, not
     # inside a timed example)
@@ -182,6 +186,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     )
     w.summary = json.loads((work / "out" / "summary.json").read_text())
     assert ran.obj is not None and ran.obj["failed"] == 2
+    base_run = ["run", "--config", work / "run.yaml", "--workers", "1", "--no-progress", "--json"]
+    for i in (1, 2):
+        check(
+            run_cli([*base_run, "--out", work / f"h{i}", "--history", w.history]), "run", {1}, time_limit=120
+        )
+        check(run_cli([*base_run, "--out", w.parts[i - 1], "--shard", f"{i}/2"]), "run", {1}, time_limit=120)
+    assert len(list(w.history.glob("*.json"))) == 2
+    check(run_cli(["history", w.history, "--json"]), "history", {0})
+    check(run_cli(["merge-runs", *w.parts, "--out", work / "merged", "--json"]), "merge-runs", {1})
     for argv, schema in (
         (["vocab", "classify", w.flat, "--target", w.target, "--json"], "vocab-classify"),
         (["vocab", "coverage", w.flat, "--ids", w.ids, "--json"], "vocab-coverage"),
@@ -501,7 +514,64 @@ def run(data: st.DataObject, w: World, work: Path) -> list[str]:
             flag,
             _write(work / "summary.json", draw_json_file(data, w.summary, ["runs", "metrics", "codes"])),
         ]
+    if data.draw(st.sampled_from([False, False, False, True]), label="shard"):
+        argv += [
+            "--shard",
+            data.draw(st.sampled_from(["1/2", "2/2", "0/2", "3/2", "1/0", "x", "-1/2", "1/2/3"])),
+        ]
     return [*argv, "--no-progress", "--json"]
+
+
+def history(data: st.DataObject, w: World, work: Path) -> list[str]:
+    """A history directory with an entry mangled, removed or joined by strangers."""
+    d = work / "history"
+    shutil.copytree(w.history, d)
+    entries = sorted(d.glob("*.json"))
+    what = data.draw(st.sampled_from(["entry", "entry", "stranger", "not a dir", "empty"]), label="history")
+    if what == "entry":
+        victim = data.draw(st.sampled_from(entries), label="entry")
+        victim.write_bytes(
+            draw_json_file(data, json.loads(victim.read_text()), ["runs", "schema", "generated"])
+        )
+    elif what == "stranger":
+        name = data.draw(st.sampled_from(["x.json", ".hidden.json", "20990101T000000Z_x.json", "notes.txt"]))
+        (d / name).write_bytes(draw_json_file(data, w.summary, ["runs", "schema"]))
+    elif what == "not a dir":
+        shutil.rmtree(d)
+        d.write_text("{}")
+    else:
+        for e in entries:
+            e.unlink()
+    argv = ["history", d, "--json"]
+    if data.draw(st.booleans(), label="last"):
+        argv += ["--last", data.draw(st.sampled_from(["1", "2", "0", "-1", "1000"]))]
+    if data.draw(st.booleans(), label="drafter"):
+        argv += ["--drafter", data.draw(st.sampled_from(["a", "b", "nobody", ""]))]
+    return argv
+
+
+def merge_runs(data: st.DataObject, w: World, work: Path) -> list[str]:
+    """The two parts of a sharded run, one of them mangled (its part.json), lost or repeated."""
+    parts = []
+    for i, src in enumerate(w.parts):
+        dst = work / f"part{i + 1}"
+        shutil.copytree(src, dst)
+        parts.append(dst)
+    what = data.draw(
+        st.sampled_from(["part.json", "part.json", "part.json", "missing", "twice", "no file"]), label="parts"
+    )
+    victim = data.draw(st.sampled_from(parts), label="victim")
+    if what == "part.json":
+        raw = (victim / "part.json").read_text()
+        keys = ["schema", "fingerprint", "shard", "jobs", "executed", "runs", "meta", "index", "count"]
+        (victim / "part.json").write_bytes(draw_json_file(data, json.loads(raw), keys))
+    elif what == "missing":
+        parts.remove(victim)
+    elif what == "twice":
+        parts.append(victim)
+    else:
+        (victim / "part.json").unlink()
+    return ["merge-runs", *parts, "--out", work / "merged", "--json"]
 
 
 # Hostile command lines: every command's real flags with values that name nothing.
@@ -568,6 +638,8 @@ COMMANDS: tuple[Case, ...] = (
     Case("probe", "probe", 100, probe, frozenset({0, 1, 2})),
     Case("probe-server", "probe-server", 100, probe_server, frozenset({2, 4})),
     Case("run", "run", 100, run, frozenset({1, 2})),
+    Case("history", "history", 100, history, frozenset({0, 2})),
+    Case("merge-runs", "merge-runs", 100, merge_runs, frozenset({1, 2})),
     Case("arguments", "*", 300, arguments, frozenset({2})),
 )
 
