@@ -86,6 +86,14 @@ def _run_record_problem(r: Any) -> str | None:
             return f"{key} is not a string"
     if not _number(r.get("duration_s", 0.0)):
         return "duration_s is not a number"
+    for key in ("verdict", "error", "html", "executed_notebook", "record"):
+        if not isinstance(r.get(key), (str, type(None))):
+            return f"{key} is not a string"
+    for key in ("error_detail", "change", "gate"):
+        if not isinstance(r.get(key), (dict, type(None))):
+            return f"{key} is not an object"
+    if not isinstance(r.get("attempts", 0), int):
+        return "attempts is not an integer"
     for key, kind in (("codes", list), ("metrics", dict), ("counts", dict), ("parameters", dict)):
         if r.get(key) is not None and not isinstance(r[key], kind):
             return f"{key} is not a {kind.__name__}"

@@ -285,9 +285,13 @@ def draw_map(data: st.DataObject, world: World, work: Path) -> Path:
 
 
 def draw_drafter(data: st.DataObject, world: World, out: Path) -> Path:
-    """A copy of a tiny drafter with its weights header or its config.json mangled (or both)."""
-    style = data.draw(st.sampled_from(["flat", "speculators"]), label="style")
-    src = world.flat if style == "flat" else world.speculators
+    """A copy of a healthy drafter (a tiny one of tests/builders.py, or the demo's, as a user has it)
+    with its weights header or its config.json mangled (or both)."""
+    style = data.draw(st.sampled_from(["flat", "flat", "speculators", "demo"]), label="style")
+    src = {"flat": world.flat, "speculators": world.speculators, "demo": world.demo_drafter}[style]
+    seed_config = {"flat": FLAT_CONFIG, "speculators": SPECULATORS_CONFIG}.get(style) or json.loads(
+        (src / "config.json").read_text()
+    )
     out.mkdir(parents=True)
     what = data.draw(st.sampled_from(["weights", "weights", "config", "both", "missing"]), label="mangle")
     weights = (src / "model.safetensors").read_bytes()
@@ -295,7 +299,7 @@ def draw_drafter(data: st.DataObject, world: World, out: Path) -> Path:
     if what in ("weights", "both"):
         weights = draw_safetensors(data, weights)
     if what in ("config", "both"):
-        config = draw_config(data, FLAT_CONFIG if style == "flat" else SPECULATORS_CONFIG)
+        config = draw_config(data, seed_config)
     if what == "missing":
         gone = data.draw(st.sampled_from(["model.safetensors", "config.json"]), label="missing")
         (out / ("config.json" if gone == "model.safetensors" else "model.safetensors")).write_bytes(
