@@ -325,6 +325,12 @@ def _rope_both(d: dict[str, Any]) -> tuple[list[str], str | None]:
     """Write RoPE in both forms (legacy ``rope_theta``/``rope_scaling`` and ``rope_parameters``)."""
     changes: list[str] = []
     theta, scaling, params = d.get("rope_theta"), d.get("rope_scaling"), d.get("rope_parameters")
+    for value in (theta, params.get("rope_theta") if isinstance(params, dict) else None):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return (
+                changes,
+                f"rope_theta {value!r} is not a number; which value the drafter was trained with is unknown",
+            )
     if isinstance(params, dict):
         p_theta = params.get("rope_theta")
         if p_theta is None:
