@@ -18,6 +18,7 @@ line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -161,11 +162,23 @@ def _main(arguments: list[str], json_mode: bool) -> int:
         )
     except KeyboardInterrupt:
         return _fail(json_mode, command, ExitCode.INTERRUPTED, error_dict(INTERRUPTED, "interrupted"))
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:  # any other OSError escaping a command is a bug
+            return _internal(json_mode, command, exc)
+        # a path argument the file system refuses outright (pathlib's exists() raises instead of False)
+        name = str(exc.filename or "")
+        message = f"a path is too long for the file system: {name[:60]}{'…' if len(name) > 60 else ''}"
+        return _fail(json_mode, command, ExitCode.UNUSABLE, error_dict("BAD_ARGUMENTS", message))
     except Exception as exc:  # last resort: one line, never a traceback
-        detail = one_line(f"{type(exc).__name__}: {exc}")[:300]
-        return _fail(
-            json_mode,
-            command,
-            ExitCode.INTERNAL,
-            error_dict(INTERNAL_ERROR, f"internal error ({detail}); please report it"),
-        )
+        return _internal(json_mode, command, exc)
+
+
+def _internal(json_mode: bool, command: str, exc: BaseException) -> int:
+    """A bug: one line (and the JSON object), never a traceback."""
+    detail = one_line(f"{type(exc).__name__}: {exc}")[:300]
+    return _fail(
+        json_mode,
+        command,
+        ExitCode.INTERNAL,
+        error_dict(INTERNAL_ERROR, f"internal error ({detail}); please report it"),
+    )

@@ -9,6 +9,7 @@ command's failure paths (argument errors, internal errors, interrupts) print one
 from __future__ import annotations
 
 import copy
+import errno
 import json
 import sys
 from pathlib import Path
@@ -231,6 +232,8 @@ def test_argument_errors_outside_a_json_command(argv: list[str], capsys: pytest.
         (RuntimeError("boom"), 3, "INTERNAL_ERROR"),
         (KeyboardInterrupt(), 130, "INTERRUPTED"),
         (ForensicsError("the file is gone", path="/x"), 2, "UNUSABLE_INPUT"),
+        (OSError(errno.ENAMETOOLONG, "File name too long", "x" * 5000), 2, "BAD_ARGUMENTS"),
+        (OSError(errno.EIO, "I/O error", "/x"), 3, "INTERNAL_ERROR"),
     ],
 )
 def test_failures_inside_a_command_print_one_envelope(
