@@ -817,6 +817,9 @@ def _spec(cfg: DrafterConfig, plan: _Plan, target: TargetSide | None) -> Drafter
     hd = _int(cfg, "head_dim") or h // nh
     if nh % nkv:
         raise UnusableInputError(f"num_attention_heads {nh} is not a multiple of num_key_value_heads {nkv}")
+    for name in ("lm_head.weight", "embed_tokens.weight"):
+        if name not in plan.tensors:  # neither the checkpoint nor the target supplies it to this view
+            raise UnusableInputError(f"{plan.view.engine}: the drafter has no {name} and none is borrowed")
     head = plan.tensors["lm_head.weight"]
     emb = plan.tensors["embed_tokens.weight"]
     vocab = _int(cfg, "vocab_size") or int(emb.shape[0])
