@@ -190,7 +190,19 @@ def read_part(path: str | Path) -> Part:
             raise ValueError("wall_s, workers, ok and failed are not numbers")
         if not all(isinstance(data.get(k, ""), str) for k in ("generated", "host")):
             raise ValueError("generated and host are not strings")
-        if len(runs) != len(executed) or not isinstance(data["meta"], dict):
+        meta = data["meta"]
+        if not isinstance(meta, dict) or not all(
+            isinstance(meta.get(k), (str, type(None))) for k in ("name", "description", "config", "git")
+        ):
+            raise ValueError("meta is not an object of names")
+        for names in ("notebooks", "drafters"):
+            if not isinstance(meta.get(names, []), list) or not all(
+                isinstance(x, str) for x in meta.get(names, [])
+            ):
+                raise ValueError(f"meta.{names} is not a list of names")
+        if not isinstance(meta.get("versions", {}), dict):
+            raise ValueError("meta.versions is not an object")
+        if len(runs) != len(executed):
             raise ValueError("runs do not match the executed jobs")
         for r, key in zip(runs, executed, strict=True):
             if not isinstance(r, dict) or not isinstance(r.get("status"), str):
