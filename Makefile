@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)  ## create .venv (Python 3.11, torch 2.13.0 CPU) and install the package with dev extras
 
-data: setup  ## regenerate the deterministic demo world (trained target + drafters, corpus) under data/demo/
+data: setup  ## regenerate the deterministic demo world (trained target + drafters, corpus, dumps, prep dirs) under data/demo/
 	$(PY) -m eagle3_forensics make-demo data/demo
 	$(PY) -m eagle3_forensics.demo.corpus data/demo
+	$(PY) -m eagle3_forensics.demo.dumps data/demo
 
 notebooks: setup  ## rewrite notebooks/NN_*.ipynb from their jupytext sources notebooks/NN_*.py (stable ids, no outputs)
 	$(PY) scripts/make_notebooks.py

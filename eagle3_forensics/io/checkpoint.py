@@ -372,6 +372,25 @@ def safe_torch_load(file: Path) -> Any:
         ) from None
 
 
+def safe_torch_load_bytes(data: bytes, name: str) -> Any:
+    """:func:`safe_torch_load` for bytes already in memory (e.g. a decompressed ``.ckpt.gz``)."""
+    import io
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        reason = _pickle_refusal_reason(exc)
+        raise UnusableInputError(
+            f"refused to unpickle {name}: it needs objects beyond plain tensors (never executed; "
+            f"convert it to safetensors in a trusted environment): {reason}",
+            path=name,
+        ) from None
+    except Exception as exc:
+        raise UnusableInputError(f"unreadable PyTorch data {name}: {_one_line(exc)}", path=name) from None
+
+
 def _load_bin(file: Path) -> dict[str, torch.Tensor]:
     """Load a ``.bin`` state dict safely (see :func:`safe_torch_load`)."""
     if not file.is_file():

@@ -1,0 +1,26 @@
+"""Offline training data on disk: hidden-state dumps of every trainer, read one sample at a time.
+
+``layouts`` describes each writer's layout as data; ``read`` finds the files, decides the layout
+and normalises each sample; ``arrow`` reads (and, for the demo, writes) the Arrow IPC files of
+speculators' datasets without pyarrow.
+"""
+
+from __future__ import annotations
+
+from eagle3_forensics._lazy import lazy_exports
+
+_EXPORTS = {
+    "DumpLayout": "layouts",
+    "LAYOUTS": "layouts",
+    "FORMATS": "layouts",
+    "DumpSet": "read",
+    "Item": "read",
+    "Sample": "read",
+    "SampleError": "read",
+    "open_dumps": "read",
+    "ArrowStream": "arrow",
+    "ArrowError": "arrow",
+    "write_stream": "arrow",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
