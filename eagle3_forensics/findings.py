@@ -82,7 +82,24 @@ SERVER_CATALOGUE: dict[str, str] = {
 }
 
 # Every code, static: a Finding with any other code is a bug.
-CATALOGUE: dict[str, str] = {**CHECK_CATALOGUE, **SERVER_CATALOGUE}
+# audit-data: checks on a data-prep output (hidden-state dumps, loss masks, the vocabulary map);
+# documented in docs/findings.md after the live-server codes.
+DATA_CATALOGUE: dict[str, str] = {
+    "DATA_UNREADABLE": "Dump files or the vocabulary map cannot be read.",
+    "DATA_NOT_EAGLE3": "The dumps hold no EAGLE-3 features (EAGLE-1/2 or DFlash data).",
+    "DATA_LAYOUT_BROKEN": "The dumps come from a writer version whose keys do not hold what they say.",
+    "DATA_LOSS_MASK_EMPTY": "Samples whose loss mask is all zero: nothing to learn.",
+    "DATA_LOSS_MASK_SUSPICIOUS": "Loss masks cover whole sequences or the prompt: not assistant-only.",
+    "DATA_HIDDEN_NONFINITE": "Dumped hidden states contain NaN or Inf.",
+    "DATA_AUX_WIDTH_MISMATCH": "The aux width is not k x the hidden size the drafter or target expects.",
+    "DATA_SEQ_TOO_LONG": "Samples longer than the drafter's positions.",
+    "DATA_TARGET_MISMATCH": "The data does not fit the target (hidden size, vocabulary).",
+    "DATA_VOCAB_MAP_NOT_FROM_DATA": "The map's selection is not the top-v of these samples' token counts.",
+    "DATA_COVERAGE_LOW": "The draft vocabulary covers too little of the trained tokens.",
+    "DATA_DUPLICATE_SAMPLES": "Samples repeated exactly.",
+}
+
+CATALOGUE: dict[str, str] = {**CHECK_CATALOGUE, **SERVER_CATALOGUE, **DATA_CATALOGUE}
 
 
 @dataclass(frozen=True)

@@ -175,8 +175,12 @@ def _write_speculators(
 def _prep_rows(seqs: list[tuple[list[int], list[int]]]) -> list[tuple[list[int], list[int]]]:
     """The first samples as single-turn rows, plus one two-turn conversation written the way
     speculators' HEAD does: one row per assistant turn, the later row repeating the earlier one."""
-    rows = [([*p, *c], [0] * len(p) + [1] * len(c)) for p, c in seqs[: PREP_SAMPLES - 2]]
-    p, c = seqs[PREP_SAMPLES - 2]
+    unique: list[tuple[list[int], list[int]]] = []
+    for p, c in seqs:  # the demo prompts repeat some documents; a prep output should not
+        if (p, c) not in unique:
+            unique.append((p, c))
+    rows = [([*p, *c], [0] * len(p) + [1] * len(c)) for p, c in unique[: PREP_SAMPLES - 2]]
+    p, c = unique[PREP_SAMPLES - 2]
     half = len(c) // 2
     rows.append(([*p, *c[:half]], [0] * len(p) + [1] * half))
     rows.append(([*p, *c], [0] * (len(p) + half) + [1] * (len(c) - half)))

@@ -305,6 +305,29 @@ POLICY: dict[str, Policy] = {
         )
         for code in SERVER_CATALOGUE
     },
+    # audit-data codes are about training data, which repair never touches
+    "DATA_UNREADABLE": Policy(
+        UNUSABLE,
+        reason="dump files cannot be read",
+        options=("regenerate the unreadable files with the trainer's data prep",),
+    ),
+    "DATA_NOT_EAGLE3": Policy(REFUSE, reason="the data holds no EAGLE-3 features; no conversion makes them"),
+    "DATA_LAYOUT_BROKEN": Policy(REFUSE, reason="the dumps were written by a broken writer; regenerate them"),
+    "DATA_LOSS_MASK_EMPTY": Policy(NOTHING, reason="a fact about the training data, not the checkpoint"),
+    "DATA_LOSS_MASK_SUSPICIOUS": Policy(NOTHING, reason="a fact about the training data, not the checkpoint"),
+    "DATA_HIDDEN_NONFINITE": Policy(REFUSE, reason="non-finite features cannot be repaired; regenerate them"),
+    "DATA_AUX_WIDTH_MISMATCH": Policy(
+        REFUSE, reason="the dumps hold other layers than the drafter takes; regenerate them"
+    ),
+    "DATA_SEQ_TOO_LONG": Policy(NOTHING, reason="a fact about the training data, not the checkpoint"),
+    "DATA_TARGET_MISMATCH": Policy(REFUSE, reason="the data was made for another target"),
+    "DATA_VOCAB_MAP_NOT_FROM_DATA": Policy(
+        REFUSE,
+        reason="the head was trained against a map from other data; a rebuilt map needs retraining",
+        options=("rebuild d2t/t2d from the data (eagle3-forensics vocab build) and retrain the head",),
+    ),
+    "DATA_COVERAGE_LOW": Policy(NOTHING, reason="a fact about the training data, not the checkpoint"),
+    "DATA_DUPLICATE_SAMPLES": Policy(NOTHING, reason="a fact about the training data, not the checkpoint"),
 }
 assert set(POLICY) == set(CATALOGUE), "every finding code needs a repair policy"
 

@@ -26,7 +26,14 @@ from builders import (
 from safetensors.torch import load_file
 
 from eagle3_forensics.checks.diagnose import diagnose
-from eagle3_forensics.findings import CATALOGUE, CHECK_CATALOGUE, SERVER_CATALOGUE, Finding, Severity
+from eagle3_forensics.findings import (
+    CATALOGUE,
+    CHECK_CATALOGUE,
+    DATA_CATALOGUE,
+    SERVER_CATALOGUE,
+    Finding,
+    Severity,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL = frozenset({"sglang", "vllm", "eagle"})  # engines that read a flat config
@@ -703,7 +710,8 @@ def test_every_code_has_a_case() -> None:
     """Every static-check code has a case here; live-server codes are tested in test_server_probe.py."""
     covered = {c.code for c in CASES} | {"CHECKPOINT_UNREADABLE"}
     assert covered == set(CHECK_CATALOGUE)
-    assert set(CATALOGUE) == set(CHECK_CATALOGUE) | set(SERVER_CATALOGUE)
+    # DATA_* codes (audit-data) have their positive and negative tests in tests/unit/test_data_audit.py
+    assert set(CATALOGUE) == set(CHECK_CATALOGUE) | set(SERVER_CATALOGUE) | set(DATA_CATALOGUE)
 
 
 def test_every_server_code_is_exercised_by_the_server_tests() -> None:
