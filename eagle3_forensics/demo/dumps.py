@@ -132,7 +132,7 @@ def _arrow_dataset(root: pathlib.Path, ids: list[list[int]], masks: list[list[in
     (root / "dataset_info.json").write_text(
         json.dumps({"citation": "", "description": "", "features": features}, indent=2, sort_keys=True) + "\n"
     )
-    state = {
+    state: dict[str, Any] = {
         "_data_files": [{"filename": "data-00000-of-00001.arrow"}],
         "_fingerprint": "eagle3-forensics-demo",
         "_format_columns": None,
