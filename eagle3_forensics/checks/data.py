@@ -21,6 +21,7 @@ Codes (``findings.CATALOGUE``, ``docs/findings.md``): ``DATA_UNREADABLE`` (exit 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -547,7 +548,8 @@ def scan_data(
     if target is not None:
         hint = (_target_facts(target) or {}).get("hidden_size")
     ds = open_dumps(path, fmt, hidden_size_hint=hint)
-    settings = _sample_settings(ds, fmt, max_samples, map_path, drafter, target)
+    # as JSON gives it back, so a partial read from disk carries exactly these settings
+    settings = json.loads(json.dumps(_sample_settings(ds, fmt, max_samples, map_path, drafter, target)))
     items = ds.select(max_samples, shard)
     scan = AuditScan(settings, [list(shard) if shard else [0, 1]])
     scan.files = len(items)
@@ -651,7 +653,8 @@ def _threshold(counts: np.ndarray, v: int) -> int:
 
 def _dense(table: dict[int, int], size: int, fill: int) -> np.ndarray:
     arr = np.full(size, fill, dtype=np.int64)
-    for k, v in table.items():
+    for key, v in table.items():
+        k = int(key)
         if 0 <= k < size:
             arr[k] = v
     return arr
@@ -839,7 +842,6 @@ def _duplicates(scan: AuditScan) -> list[list[list[Any]]]:
 def finish_audit(scan: AuditScan) -> DataAudit:
     """Findings and summary of a (merged) scan."""
     s = scan.settings
-    check_shards(scan.shards)
     complete = s["max_samples"] is None
     f: list[Finding] = []
     for mp in s["maps"]:
@@ -1001,7 +1003,6 @@ def finish_audit(scan: AuditScan) -> DataAudit:
         "token_freq": None if not s.get("token_freq") else s["token_freq"]["path"],
         "drafter": s["drafter"],
         "target": s["target"],
-        "shards": len(scan.shards),
         "complete": complete,
     }
     return DataAudit(scan, findings, summary)

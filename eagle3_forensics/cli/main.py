@@ -25,12 +25,15 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 from eagle3_forensics.cli import (
+    audit_data,
     diagnose,
     history,
     inspect,
     make_demo,
+    merge,
     merge_runs,
     probe,
+    probe_offline,
     probe_server,
     repair,
     report,
@@ -61,6 +64,9 @@ COMMANDS: tuple[ModuleType, ...] = (
     probe,
     probe_server,
     vocab,
+    probe_offline,
+    audit_data,
+    merge,
     schema,
 )
 

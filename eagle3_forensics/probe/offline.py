@@ -22,6 +22,7 @@ the teacher token, and the worst samples.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -569,8 +570,7 @@ class OfflineProbeResult:
 
 
 def finish_probe(counts: OfflineCounts) -> OfflineProbeResult:
-    """The figures of a (merged) run."""
-    check_shards(counts.shards)
+    """The figures of a run (one shard, or all of them merged)."""
     findings: list[Finding] = []
     if counts.skipped.count:
         first = counts.skipped.items[0]
@@ -707,6 +707,7 @@ def scan_offline(
         "classes_from": classes_from,
         "view": view,
     }
+    settings = json.loads(json.dumps(settings))  # as a partial file gives it back
     counts = OfflineCounts(settings, [list(shard) if shard else [0, 1]], hits=[0] * k, prefix=[0] * k)
     items = ds.select(max_samples, shard)
     counts.files = len(items)

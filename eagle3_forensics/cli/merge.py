@@ -1,0 +1,74 @@
+"""``eagle3-forensics merge``: combine the partial results of a sharded probe-offline or audit-data run.
+
+The merged result is the one a single run gives, to the last digit: ``--out FILE`` writes exactly
+what ``probe-offline --json`` / ``audit-data --json`` would have printed; stdout (``--json``) wraps
+the same object in the ``merge`` schema.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from eagle3_forensics.cli.offline_common import (
+    json_on_errors,
+    read_partial,
+    run_guarded,
+    single_run_json,
+    write_atomic,
+)
+from eagle3_forensics.cli.output import emit_json
+
+COMMAND = "merge"
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_guarded(COMMAND, args, lambda: _run(args))
+
+
+def merged_result(paths: list[str]) -> tuple[str, Any]:
+    """``(command, result)`` of the partial files: an OfflineProbeResult or a DataAudit."""
+    from eagle3_forensics.errors import BadArgumentsError
+
+    parts = [read_partial(p) for p in paths]
+    kinds = {c for c, _ in parts}
+    if len(kinds) != 1:
+        raise BadArgumentsError(f"partial results of different commands: {', '.join(sorted(kinds))}")
+    command = kinds.pop()
+    if command == "probe-offline":
+        from eagle3_forensics.probe.offline import OfflineCounts, finish_probe, merge_counts
+
+        return command, finish_probe(merge_counts([OfflineCounts.from_dict(d) for _, d in parts]))
+    from eagle3_forensics.checks.data import AuditScan, finish_audit, merge_scans
+
+    return command, finish_audit(merge_scans([AuditScan.from_dict(d) for _, d in parts]))
+
+
+def _run(args: argparse.Namespace) -> int:
+    from eagle3_forensics.views.offline import render_audit, render_offline_probe
+
+    command, result = merged_result(args.parts)
+    payload = result.to_dict()
+    code = int(result.exit_code)
+    if args.out:
+        write_atomic(args.out, single_run_json(command, payload, code))
+    if args.json:
+        emit_json(COMMAND, {"of": command, "parts": len(args.parts), "result": payload}, code)
+    else:
+        print(render_offline_probe(result) if command == "probe-offline" else render_audit(result))
+    return code
+
+
+def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        COMMAND,
+        help="combine the --shard partial results of probe-offline or audit-data into the single-run result",
+        epilog="exit codes: those of the merged command; 2 when a partial is unreadable, missing or duplicated.",
+    )
+    p.add_argument(
+        "parts", nargs="+", metavar="PART.json", help="partial results (every shard I/N exactly once)"
+    )
+    p.add_argument("--out", metavar="FILE", help="write the merged result as the single run's --json output")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    p.set_defaults(func=run)
+    json_on_errors(p, COMMAND)

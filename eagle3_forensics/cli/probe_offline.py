@@ -1,0 +1,94 @@
+"""``eagle3-forensics probe-offline``: teacher-forced acceptance of a drafter over hidden-state dumps."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from eagle3_forensics.cli.offline_common import (
+    add_progress,
+    json_on_errors,
+    progress_on,
+    run_guarded,
+    write_partial,
+)
+from eagle3_forensics.cli.output import emit_json
+
+COMMAND = "probe-offline"
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_guarded(COMMAND, args, lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    from eagle3_forensics.checks.data import parse_shard
+    from eagle3_forensics.errors import BadArgumentsError
+    from eagle3_forensics.probe.offline import finish_probe, parse_engine, scan_offline
+    from eagle3_forensics.views.offline import render_offline_probe
+
+    shard = parse_shard(args.shard)
+    if shard is not None and not args.out:
+        raise BadArgumentsError("--shard needs --out PART.json (the partial result merge combines)")
+    counts = scan_offline(
+        args.drafter,
+        args.data,
+        target=args.target,
+        engine=parse_engine(args.engine),
+        k=args.k,
+        fmt=args.format,
+        max_samples=args.max_samples,
+        shard=shard,
+        device=args.device,
+        bucket=args.bucket,
+        progress=progress_on(args),
+    )
+    if args.out:
+        write_partial(args.out, COMMAND, counts.to_dict())
+    result = finish_probe(counts)
+    payload: dict[str, Any] = result.to_dict()
+    if args.out:
+        payload["partial"] = {"path": str(args.out), "shard": args.shard or "0/1"}
+    if args.json:
+        emit_json(COMMAND, payload, result.exit_code)
+    else:
+        print(render_offline_probe(result, counts.seconds))
+    if result.teacher_forced is None:
+        sys.stderr.write(
+            "eagle3-forensics: no slot could be scored (no usable sample with a loss-masked token)\n"
+        )
+    return result.exit_code
+
+
+def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        COMMAND,
+        help="teacher-forced acceptance of a drafter over trainers' hidden-state dumps (only the drafter runs)",
+        epilog="exit codes: 0 measured; 1 an error finding (samples skipped); 2 unusable input or bad arguments.",
+    )
+    p.add_argument("drafter", help="drafter directory (config.json + weights)")
+    p.add_argument(
+        "--data", required=True, help="dump directory (SpecForge, speculators or EAGLE layout; recursive)"
+    )
+    p.add_argument(
+        "--target",
+        help="target model directory: the teacher is its greedy token from the dumped last hidden state "
+        "(config, lm_head and final norm read header-first); without it, the next data token",
+    )
+    p.add_argument(
+        "--engine", default="reference", help="load the drafter as reference|sglang|vllm|eagle|speculators"
+    )
+    p.add_argument("--k", type=int, default=3, help="draft steps (default 3)")
+    p.add_argument("--format", default="auto", choices=["auto", "specforge", "speculators", "eagle"])
+    p.add_argument("--max-samples", type=int, help="only the first N files (sorted by path)")
+    p.add_argument("--shard", metavar="I/N", help="score every N-th file from I (0-based); needs --out")
+    p.add_argument("--out", metavar="PART.json", help="write the mergeable partial result here")
+    p.add_argument(
+        "--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: CUDA (bf16) when present"
+    )
+    p.add_argument("--bucket", type=int, default=32, help="tokens per bucket of the along-the-sequence table")
+    add_progress(p)
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    p.set_defaults(func=run)
+    json_on_errors(p, COMMAND)
