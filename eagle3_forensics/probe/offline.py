@@ -36,7 +36,7 @@ from eagle3_forensics.errors import BadArgumentsError, ExitCode, UnusableInputEr
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.dumps.layouts import LAYOUTS, POST, PRE
 from eagle3_forensics.io.dumps.read import DumpSet, Sample, SampleError, open_dumps
-from eagle3_forensics.probe.teacher_forced import CONVENTIONS, TeacherForced, hit_counts
+from eagle3_forensics.probe.teacher_forced import CONVENTIONS, TeacherForced, hit_counts, score_sequence
 
 if TYPE_CHECKING:
     from eagle3_forensics.reference.drafter import Eagle3Drafter
@@ -421,33 +421,6 @@ def _classifier(target: str | Path | None, in_vocab: torch.Tensor) -> tuple[Call
 # ---------------------------------------------------------------------------------------------
 # scoring one sample
 # ---------------------------------------------------------------------------------------------
-
-
-@torch.inference_mode()
-def score_sequence(
-    drafter: Eagle3Drafter,
-    aux: torch.Tensor,
-    seq: torch.Tensor,
-    slots: torch.Tensor,
-    labels: torch.Tensor,
-    k: int,
-) -> list[torch.Tensor]:
-    """Per draft step, whether the drafter's top-1 (mapped to a target id) equals ``labels[t+1+j]``
-    at each slot ``t``, under teacher forcing (EAGLE-3's training-time test, as ``probe`` runs it)."""
-    dev = drafter.device
-    s = int(seq.shape[0]) - 1
-    tmap = drafter.target_ids().cpu()
-    steps = []
-    for j in range(k):
-        toks = torch.zeros(s, dtype=torch.long)
-        avail = seq[1 + j :]
-        toks[: avail.shape[0]] = avail[:s]
-        steps.append(toks.to(dev)[None])
-    outs = drafter.ttt_forward(aux[:s].to(dev)[None], steps)
-    return [
-        tmap[drafter.logits(out[0, slots.to(dev)]).argmax(-1).cpu()] == labels[slots + 1 + j]
-        for j, out in enumerate(outs)
-    ]
 
 
 def _slots(sample: Sample, labels: torch.Tensor, k: int) -> torch.Tensor:
@@ -855,5 +828,4 @@ __all__ = [
     "parse_engine",
     "probe_offline",
     "scan_offline",
-    "score_sequence",
 ]

@@ -163,33 +163,52 @@ def teacher_forced_data(
 
 
 @torch.inference_mode()
+def score_sequence(
+    drafter: Eagle3Drafter,
+    aux: torch.Tensor,
+    seq: torch.Tensor,
+    slots: torch.Tensor,
+    labels: torch.Tensor,
+    k: int,
+) -> list[torch.Tensor]:
+    """Per draft step ``j``, whether the drafter's top-1 (mapped to a target id) equals
+    ``labels[t+1+j]`` at each slot ``t`` of one sequence, under teacher forcing (EAGLE-3's
+    training-time test). ``aux`` holds the target features ``[T, k*H]`` (feature ``t`` is paired
+    with token ``t+1``); the probe (live text) and probe-offline (dumps) both score through this."""
+    dev = drafter.device
+    s = int(seq.shape[0]) - 1  # slots 0..T-2
+    tmap = drafter.target_ids().cpu()
+    steps = []
+    for j in range(k):
+        toks = torch.zeros(s, dtype=torch.long)
+        avail = seq[1 + j :]
+        toks[: avail.shape[0]] = avail[:s]
+        steps.append(toks.to(dev)[None])
+    outs = drafter.ttt_forward(aux[:s].to(dev)[None], steps)
+    at = slots.to(dev)
+    return [
+        tmap[drafter.logits(out[0, at]).argmax(-1).cpu()] == labels[slots + 1 + j]
+        for j, out in enumerate(outs)
+    ]
+
+
+@torch.inference_mode()
 def teacher_forced_estimate(
     drafter: Eagle3Drafter, data: TeacherForcedData, k: int, aux_ids: Sequence[int] | None = None
 ) -> TeacherForced:
     """Per-step accuracy of ``drafter`` under teacher forcing (EAGLE-3's training-time test)."""
     ids = list(drafter.aux_ids if aux_ids is None else aux_ids)
-    dev = drafter.device
-    tmap = drafter.target_ids().cpu()
     correct: list[list[torch.Tensor]] = [[] for _ in range(k)]
     for seq, start, hid, lab in zip(data.sequences, data.starts, data.hidden, data.labels, strict=True):
-        t_len = len(seq)
-        s = t_len - 1  # slots 0..T-2: feature t with token t+1
-        last = t_len - k  # slot t needs labels up to position t+k
+        last = len(seq) - k  # slot t needs labels up to position t+k
         if last <= start:
             continue
-        aux = torch.cat([hid[i] for i in ids], dim=-1)[:s].to(dev)
-        seq_t = torch.tensor(seq, dtype=torch.long)
-        steps = []
-        for j in range(k):
-            toks = torch.zeros(s, dtype=torch.long)
-            avail = seq_t[1 + j :]
-            toks[: avail.shape[0]] = avail[:s]
-            steps.append(toks.to(dev)[None])
-        outs = drafter.ttt_forward(aux[None], steps)
-        slots = torch.arange(start, last)
-        for j, out in enumerate(outs):
-            pred = tmap[drafter.logits(out[0, start:last]).argmax(-1).cpu()]
-            correct[j].append(pred == lab[slots + 1 + j])
+        aux = torch.cat([hid[i] for i in ids], dim=-1)
+        steps = score_sequence(
+            drafter, aux, torch.tensor(seq, dtype=torch.long), torch.arange(start, last), lab, k
+        )
+        for j, step_hits in enumerate(steps):
+            correct[j].append(step_hits)
     if not correct[0]:
         raise UnusableInputError(
             "no teacher-forced positions: use longer continuations (--max-new-tokens > K)"
