@@ -164,7 +164,7 @@ def specforge_broken(
     d = root / "rows_0-2000"
     for i, (ids, mask) in enumerate(data):
         n = len(ids)
-        last, aux = states(n, i)
+        _last, aux = states(n, i)
         if which == "2025-11-09":
             rec = {
                 "input_ids": torch.tensor([*ids, 0, 0]),

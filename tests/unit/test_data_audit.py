@@ -214,7 +214,7 @@ def test_duplicates_but_not_per_turn_rows(tmp_path: Path) -> None:
     got = audit_data(tmp_path / "dup")
     dup = next(f for f in got.findings if f.code == "DATA_DUPLICATE_SAMPLES")
     assert dup.evidence["duplicates"] == 1
-    ids, mask = data[0]
+    ids, _mask = data[0]
     turns = [
         (ids[:8], [0] * 4 + [1] * 4),
         (ids, [0] * 8 + [1] * (len(ids) - 8)),
