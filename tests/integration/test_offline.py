@@ -1,0 +1,208 @@
+"""probe-offline and audit-data on the demo: equal to probe's teacher-forced figures, a broken drafter
+collapses, the prep dirs come out right, shards merge to the single run byte for byte, regeneration."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dump_builders import ge_data, rows
+
+from eagle3_forensics.cli.main import main
+from eagle3_forensics.probe.offline import probe_offline
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "data" / "demo"
+TARGET = DEMO / "target"
+HEALTHY = DEMO / "drafters" / "healthy"
+DUMPS = {"specforge": DEMO / "dumps" / "specforge", "speculators": DEMO / "dumps" / "speculators"}
+
+pytestmark = pytest.mark.skipif(not (DEMO / "dumps").is_dir(), reason="demo dumps not generated (make data)")
+
+
+def _cli(*args: str) -> tuple[int, dict]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "eagle3_forensics", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.stdout.count('"schema"') >= 1, proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def live_tf() -> dict:
+    """probe's teacher-forced block on the demo prompts with the dumps' token budget (24, K=3)."""
+    from eagle3_forensics.probe.core import probe
+
+    r = probe(HEALTHY, TARGET, DEMO / "prompts.jsonl", k=3, max_new_tokens=24, device="cpu", sweep=False)
+    assert r.teacher_forced is not None
+    return r.teacher_forced.to_dict()
+
+
+@pytest.mark.parametrize("layout", ["specforge", "speculators"])
+def test_equals_probe_teacher_forced(live_tf: dict, layout: str) -> None:
+    r = probe_offline(HEALTHY, DUMPS[layout], target=TARGET, device="cpu")
+    d = r.to_dict()
+    tf = d["teacher_forced"]
+    assert tf["positions"] == live_tf["positions"]
+    assert tf["simulated_acceptance_length"] == pytest.approx(
+        live_tf["simulated_acceptance_length"], rel=0.01
+    )
+    for key in ("accuracy", "conditional_accuracy", "cumulative"):
+        assert tf[key] == pytest.approx(live_tf[key], abs=0.01), key
+    norm = d["teacher"]["final_norm"]
+    assert norm["applied"] is (layout == "speculators")  # speculators stores the state before the norm
+    assert "confirmed by the RMS test" in norm["decided_by"]
+    assert d["greedy_agreement"] == pytest.approx(1.0)
+    assert r.exit_code == 0
+
+
+def test_broken_drafter_collapses() -> None:
+    good = probe_offline(HEALTHY, DUMPS["specforge"], target=TARGET, device="cpu")
+    bad = probe_offline(DEMO / "drafters" / "d2t_absolute", DUMPS["specforge"], target=TARGET, device="cpu")
+    assert good.teacher_forced and bad.teacher_forced
+    assert good.teacher_forced.simulated_acceptance_length > 2.5
+    assert bad.teacher_forced.simulated_acceptance_length < 1.5
+
+
+def test_data_teacher_without_target() -> None:
+    r = probe_offline(DEMO / "drafters" / "speculators_layout", DUMPS["speculators"], device="cpu")
+    d = r.to_dict()
+    assert d["teacher"]["kind"] == "data" and d["teacher"]["final_norm"] is None
+    assert r.teacher_forced is not None and r.teacher_forced.simulated_acceptance_length > 2.5
+    code, obj = _cli("probe-offline", str(HEALTHY), "--data", str(DUMPS["speculators"]), "--device", "cpu")
+    assert (
+        code == 2 and "--target" in obj["error"]["message"]
+    )  # SpecForge layout: the embedding is the target's
+
+
+def test_by_class_and_along_sequence() -> None:
+    d = probe_offline(HEALTHY, DUMPS["specforge"], target=TARGET, device="cpu", bucket=8).to_dict()
+    rows_ = d["along_sequence"]["rows"]
+    assert sum(r["positions"] for r in rows_) == d["teacher_forced"]["positions"]
+    assert all(r["to"] - r["from"] == 7 for r in rows_)
+    classes = d["by_token_class"]
+    assert classes["classes_from"] == "target tokenizer"
+    assert sum(r["positions"] for r in classes["rows"]) == d["teacher_forced"]["positions"]
+    assert (
+        len(d["worst_samples"]) == 10
+        and d["worst_samples"][0]["simulated_acceptance_length"]
+        <= d["worst_samples"][-1]["simulated_acceptance_length"]
+    )
+
+
+@pytest.mark.parametrize("command", ["probe-offline", "audit-data"])
+def test_sharded_runs_merge_to_the_single_run(tmp_path: Path, command: str) -> None:
+    if command == "probe-offline":
+        base = [
+            "probe-offline",
+            str(HEALTHY),
+            "--data",
+            str(DUMPS["specforge"]),
+            "--target",
+            str(TARGET),
+            "--device",
+            "cpu",
+        ]
+    else:
+        base = ["audit-data", str(DEMO / "prep_broken"), "--target", str(TARGET)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "eagle3_forensics", *base, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    single = proc.stdout
+    parts = []
+    for i in range(3):
+        part = tmp_path / f"p{i}.json"
+        code, obj = _cli(*base, "--shard", f"{i}/3", "--out", str(part))
+        assert obj["partial"] == {"path": str(part), "shard": f"{i}/3"}
+        parts.append(str(part))
+    code, obj = _cli("merge", *parts[::-1], "--out", str(tmp_path / "merged.json"))
+    assert obj["schema"] == "eagle3-forensics/merge/1" and obj["of"] == command
+    assert code == proc.returncode
+    assert (tmp_path / "merged.json").read_text() == single  # the same bytes as the single run
+    code, obj = _cli("merge", *parts[:2])
+    assert code == 2 and "missing 2/3" in obj["error"]["message"]
+
+
+def test_audit_prep_dirs() -> None:
+    code, healthy = _cli("audit-data", str(DEMO / "prep"), "--target", str(TARGET), "--drafter", str(HEALTHY))
+    assert code == 0 and healthy["findings"] == [], healthy["findings"]
+    code, broken = _cli("audit-data", str(DEMO / "prep_broken"), "--target", str(TARGET))
+    assert code == 1
+    got = {f["code"] for f in broken["findings"]}
+    assert {"D2T_T2D_MISMATCH", "DATA_VOCAB_MAP_NOT_FROM_DATA"} <= got
+
+
+def test_eagle12_data_is_explained(tmp_path: Path) -> None:
+    ge_data(tmp_path, rows(2))
+    code, obj = _cli("probe-offline", str(HEALTHY), "--data", str(tmp_path), "--target", str(TARGET))
+    assert code == 2 and "EAGLE-1/2" in obj["error"]["message"]
+    code, obj = _cli("audit-data", str(tmp_path))
+    assert code == 1 and "DATA_NOT_EAGLE3" in {f["code"] for f in obj["findings"]}
+
+
+def test_engine_argument(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(
+            [
+                "probe-offline",
+                str(HEALTHY),
+                "--data",
+                str(DUMPS["specforge"]),
+                "--engine",
+                "vllm==0.11.0",
+                "--json",
+            ]
+        )
+        == 2
+    )
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["error"]["code"] == "BAD_ARGUMENTS" and "release" in obj["error"]["message"]
+    code, obj = _cli(
+        "probe-offline",
+        str(HEALTHY),
+        "--data",
+        str(DUMPS["specforge"]),
+        "--target",
+        str(TARGET),
+        "--engine",
+        "vllm",
+        "--device",
+        "cpu",
+        "--max-samples",
+        "4",
+    )
+    assert code == 0 and obj["engine"] == "vllm" and obj["samples"]["files"] == 4
+
+
+def _digests(root: Path) -> dict[str, str]:
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for sub in ("dumps", "prep", "prep_broken")
+        for p in sorted((root / sub).rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.mark.timeout(120)
+def test_make_data_regenerates_dumps_byte_identically(tmp_path: Path) -> None:
+    from eagle3_forensics.demo.dumps import write_demo_dumps
+
+    write_demo_dumps(DEMO, tmp_path)
+    assert _digests(tmp_path) == _digests(DEMO)
+    total = sum(
+        p.stat().st_size
+        for sub in ("dumps", "prep", "prep_broken")
+        for p in (DEMO / sub).rglob("*")
+        if p.is_file()
+    )
+    assert total < 5 * 1024 * 1024
