@@ -42,6 +42,7 @@ def specforge(
     group: int = 2000,
     gz: bool = False,
     dtype: torch.dtype = torch.bfloat16,
+    hidden: int = H,
 ) -> Path:
     """``rows_0-<group>/data_<i>.ckpt`` dicts; rows right-padded with id 0 / mask 0 to ``pad_to``."""
     d = root / f"rows_0-{group}"
@@ -51,7 +52,7 @@ def specforge(
         width = max(n, pad_to or 0)
         ids_p = ids + [0] * (width - n)
         mask_p = mask + [0] * (width - n)
-        last, aux = states(width, i)
+        last, aux = states(width, i, hidden)
         rec = {
             "input_ids": torch.tensor(ids_p, dtype=torch.long),
             "loss_mask": torch.tensor(mask_p, dtype=torch.long),
