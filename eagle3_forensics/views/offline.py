@@ -365,7 +365,38 @@ def worst_samples_table(r: OfflineProbeResult, tokenizer: str | Path | None = No
     )
 
 
+def offline_record(r: OfflineProbeResult) -> dict[str, Any]:
+    """The gateable figures of an offline probe, in the shape the run summary reads (``acceptance``):
+    the simulated acceptance length under ``acceptance_length`` and the cumulative per step."""
+    tf = r.teacher_forced
+    d = r.to_dict()
+    return {
+        "acceptance_length": None if tf is None else tf.simulated_acceptance_length,
+        "per_position": [] if tf is None else tf.cumulative,
+        "per_position_conditional": [] if tf is None else tf.conditional_accuracy,
+        "engine": d["engine"],
+        "k": d["k"],
+        "device": d["device"],
+        "teacher": d["teacher"]["kind"],
+        "positions": None if tf is None else tf.positions,
+        "measured": "teacher-forced over dumps (probe-offline)",
+    }
+
+
+def audit_records(a: DataAudit) -> dict[str, Any]:
+    """``verdict``, ``counts``, ``codes`` and ``findings`` of an audit, as the run summary reads them."""
+    counts = a.to_dict()["counts"]
+    return {
+        "verdict": "unusable" if a.unusable else ("broken" if counts["error"] else "healthy"),
+        "counts": counts,
+        "codes": list(dict.fromkeys(f.code for f in a.findings)),
+        "findings": [{"code": f.code, "severity": f.severity.value, "engine": f.engine} for f in a.findings],
+    }
+
+
 __all__ = [
+    "audit_records",
+    "offline_record",
     "along_sequence_figure",
     "along_sequence_table",
     "audit_findings_table",

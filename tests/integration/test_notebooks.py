@@ -42,6 +42,7 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 SOURCES = sorted(p for p in NOTEBOOK_DIR.glob("*.py") if re.fullmatch(r"\d\d_[a-z0-9_]+\.py", p.name))
 DEMO = ROOT / "data" / "demo"
 NB01 = NOTEBOOK_DIR / "01_checkpoint_keys.ipynb"
+NB05 = NOTEBOOK_DIR / "05_offline_probe.ipynb"
 DISPLAY_NAMES = {"display", "HTML", "print"}
 
 
@@ -210,6 +211,40 @@ def test_notebook_01_runs_on_healthy_drafter(monkeypatch: pytest.MonkeyPatch, tm
     assert rec["verdict"] == "healthy"
     assert rec["counts"]["error"] == 0
     assert isinstance(rec["codes"], list)
+
+
+@pytest.mark.timeout(180)
+def test_notebook_05_runs_on_the_demo_dumps(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    sidecar = tmp_path / "record.json"
+    monkeypatch.setenv(ENV_VAR, str(sidecar))
+    monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    out = tmp_path / "05.ipynb"
+    papermill.execute_notebook(
+        str(NB05),
+        str(out),
+        parameters={"checkpoint": "../data/demo/drafters/healthy", "data": "../data/demo/dumps/speculators"},
+        cwd=str(NOTEBOOK_DIR),
+        kernel_name="python3",
+        execution_timeout=120,
+        progress_bar=False,
+    )
+    executed = nbformat.read(str(out), as_version=4)
+    assert executed.metadata["papermill"]["exception"] in (None, False)
+    rec = read_records(sidecar)
+    assert rec["acceptance"]["acceptance_length"] > 2.5
+    assert rec["offline_probe"]["teacher"]["final_norm"]["applied"] is True  # speculators: before the norm
+    assert rec["verdict"] in ("healthy", "broken")
+    text = json.dumps(
+        [c.get("outputs", []) for c in executed.cells]
+    )  # the prep_broken audit (the seed's situation)
+    assert "D2T_T2D_MISMATCH" in text and "DATA_VOCAB_MAP_NOT_FROM_DATA" in text
+
+
+def test_notebook_05_parameters() -> None:
+    nb = nbformat.read(str(NB05), as_version=4)
+    params = [c for c in nb.cells if "parameters" in _tags(c)]
+    names = {t.id for node in ast.parse(params[0].source).body for t in node.targets}  # type: ignore[attr-defined]
+    assert {"checkpoint", "data", "target", "engine"} <= names
 
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,11 @@ def test_demo_config_covers_every_drafter_and_notebook() -> None:
     notebooks = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb"))
     assert sorted(cfg.notebooks) == notebooks
     assert sorted(cfg.drafters) == sorted(demo.VARIANTS)
-    assert {(j.drafter, j.notebook) for j in cfg.jobs} == {(d, n) for d in demo.VARIANTS for n in notebooks}
+    # 05 (offline probe over the demo dumps) runs for the healthy drafter and one that collapses
+    offline = {"healthy", "d2t_absolute"}
+    assert {(j.drafter, j.notebook) for j in cfg.jobs} == {
+        (d, n) for d in demo.VARIANTS for n in notebooks if n != "05_offline_probe" or d in offline
+    }
     for job in cfg.jobs:
         assert (
             Path(job.parameters["checkpoint"]).is_absolute() and Path(job.parameters["checkpoint"]).is_dir()
