@@ -115,6 +115,7 @@ bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in
 	$(PY) benchmarks/bench_vocab.py
 	$(PY) benchmarks/bench_probe.py
 	$(PY) benchmarks/bench_report.py
+	$(PY) benchmarks/bench_offline.py
 
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf reports build .pytest_cache .mypy_cache .ruff_cache
