@@ -395,15 +395,15 @@ def audit_records(a: DataAudit) -> dict[str, Any]:
 
 
 __all__ = [
-    "audit_records",
-    "offline_record",
     "along_sequence_figure",
     "along_sequence_table",
     "audit_findings_table",
+    "audit_records",
     "audit_summary_table",
     "layouts_table",
     "offline_per_position_figure",
     "offline_per_position_table",
+    "offline_record",
     "offline_summary_table",
     "render_audit",
     "render_offline_probe",
