@@ -447,6 +447,7 @@ CLI_PARAMS: dict[str, list[str]] = {
     "02_vocab_mapping": [],
     "03_token_histograms": ["-p", "top_n", "5"],
     "04_accept_rate_probe": ["-p", "max_new_tokens", "8", "-p", "variants", "None", "-p", "device", "cpu"],
+    "05_offline_probe": ["-p", "data", "../data/demo/dumps/speculators", "-p", "prep", "None"],
 }
 
 
