@@ -376,6 +376,8 @@ def safe_torch_load_bytes(data: bytes, name: str) -> Any:
     """:func:`safe_torch_load` for bytes already in memory (e.g. a decompressed ``.ckpt.gz``)."""
     import io
 
+    import torch
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
