@@ -337,14 +337,26 @@ class ArrowStream:
         self.metadata: dict[str, str] = {}
         self._batches: list[_Batch] = []
         self._starts: list[int] = []
-        self._parse()
+        try:
+            self._parse()
+        except (struct.error, ValueError, IndexError, RecursionError) as exc:  # offsets that point nowhere
+            self.close()
+            raise ArrowError(
+                f"malformed Arrow metadata in {self.path.name}: {' '.join(str(exc).split())[:120]}"
+            ) from None
+        except ArrowError:
+            self.close()
+            raise
 
     def close(self) -> None:
         self._batches = []
-        self.buf.release()
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
+        try:  # views handed out (rows still referenced) keep the map alive; then the GC closes it
+            self.buf.release()
+            if self._mm is not None:
+                self._mm.close()
+        except BufferError:
+            pass
+        self._mm = None
 
     def __enter__(self) -> ArrowStream:
         return self
@@ -431,7 +443,10 @@ class ArrowStream:
             raise IndexError(row)
         i = int(np.searchsorted(np.asarray(self._starts), row, side="right")) - 1
         batch = self._batches[i]
-        return batch.columns[column].row(row - self._starts[i])
+        try:
+            return batch.columns[column].row(row - self._starts[i])
+        except (struct.error, ValueError, IndexError, TypeError) as exc:
+            raise ArrowError(f"column {column!r} row {row}: {' '.join(str(exc).split())[:120]}") from None
 
 
 # ---------------------------------------------------------------------------------------------
