@@ -235,6 +235,54 @@ def _token_freq(root: Path) -> dict[str, Any] | None:
     return {"path": str(f), "counts": {int(k): int(v) for k, v in sorted(obj.items())}}
 
 
+_MARK_USER, _MARK_ASSISTANT = "QQXQQ", "ZZYZZ"  # placeholders no tokenizer merges with a template's markup
+
+
+def _assistant_marker(target: str | Path | None) -> dict[str, Any] | None:
+    """The token ids that open an assistant turn after a user turn, from the target's chat template:
+    the text a rendered ``[user, assistant]`` chat holds between the two contents. ``None`` when the
+    target has no tokenizer or template, or the boundary is not a stable token sequence."""
+    if target is None or not (Path(target) / "tokenizer.json").is_file():
+        return None
+    from eagle3_forensics.vocab.inputs import (
+        _token_text,
+        load_tokenizer,
+        read_chat_template,
+        read_tokenizer_config,
+        render_chat,
+    )
+
+    try:
+        template = read_chat_template(target)
+        if template is None:
+            return None
+        cfg = read_tokenizer_config(target)
+        special = {k: _token_text(cfg.get(k)) for k in ("bos_token", "eos_token", "unk_token", "pad_token")}
+        chat = [{"role": "user", "content": _MARK_USER}, {"role": "assistant", "content": _MARK_ASSISTANT}]
+        text = render_chat(template, chat, special)
+        i, j = text.find(_MARK_USER), text.find(_MARK_ASSISTANT)
+        if i < 0 or j <= i:
+            return None
+        between = text[i + len(_MARK_USER) : j]
+        if not between.strip():
+            return None
+        ids = [int(x) for x in load_tokenizer(target).encode(between, add_special_tokens=False).ids]
+    except (UnusableInputError, OSError, ValueError, TypeError, AttributeError):
+        return None
+    return {"text": between, "ids": ids} if ids else None
+
+
+def _occurrences(ids: np.ndarray, marker: Sequence[int]) -> np.ndarray:
+    """Start positions of ``marker`` as a contiguous run in ``ids``."""
+    m = len(marker)
+    if m == 0 or ids.shape[0] < m:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(ids[: ids.shape[0] - m + 1] == marker[0])
+    for k in range(1, m):
+        starts = starts[ids[starts + k] == marker[k]]
+    return starts
+
+
 def _drafter_facts(path: str | Path | None) -> dict[str, Any] | None:
     if path is None:
         return None
@@ -298,6 +346,7 @@ class AuditScan:
     mask_empty: Examples = field(default_factory=Examples)
     mask_whole: Examples = field(default_factory=Examples)
     mask_first: Examples = field(default_factory=Examples)
+    mask_off_turns: Examples = field(default_factory=Examples)  # masks that miss every assistant turn
     nonfinite: Examples = field(default_factory=Examples)
     aux_odd: Examples = field(default_factory=Examples)
     too_long: Examples = field(default_factory=Examples)
@@ -313,6 +362,7 @@ class AuditScan:
         "mask_empty",
         "mask_whole",
         "mask_first",
+        "mask_off_turns",
         "nonfinite",
         "aux_odd",
         "too_long",
@@ -355,6 +405,14 @@ class AuditScan:
                 self.mask_whole.add(it, f"{n} tokens")
             elif mask[0]:
                 self.mask_first.add(it, f"{m} of {n} tokens")
+            marker = (self.settings.get("assistant_marker") or {}).get("ids")
+            if marker and m:
+                starts = _occurrences(ids, marker)
+                if starts.size:
+                    bounds = [*(starts + len(marker)).tolist(), n]
+                    ends = [*starts[1:].tolist(), n]
+                    if not any(mask[a:b].any() for a, b in zip(bounds[:-1], ends, strict=True)):
+                        self.mask_off_turns.add(it, f"{starts.size} assistant turns, none in the mask")
         bad = sample.nonfinite()
         if bad:
             self.nonfinite.add(it, f"{bad} non-finite values")
@@ -513,6 +571,7 @@ def _sample_settings(
         "maps": maps,
         "map_errors": map_errors,
         "token_freq": _token_freq(ds.root),
+        "assistant_marker": _assistant_marker(target),
     }
 
 
@@ -922,18 +981,27 @@ def finish_audit(scan: AuditScan) -> DataAudit:
             )
         )
     masked_share = scan.masked / max(1, scan.tokens) if scan.read - scan.no_mask > 0 else 0.0
-    suspicious = scan.mask_whole.count + scan.mask_first.count
+    suspicious = scan.mask_whole.count + scan.mask_first.count + scan.mask_off_turns.count
     if suspicious or (scan.read - scan.no_mask > 1 and masked_share > MASKED_SHARE_SUSPICIOUS):
+        marker = s.get("assistant_marker") or {}
+        off = (
+            f"; {scan.mask_off_turns.count} samples have assistant turns (after {marker.get('text')!r}, the "
+            "target's chat template) none of which is in the mask"
+            if scan.mask_off_turns.count
+            else ""
+        )
         f.append(
             Finding(
                 "DATA_LOSS_MASK_SUSPICIOUS",
                 Severity.WARNING,
                 f"loss masks look wrong: {scan.mask_whole.count} samples are masked over the whole sequence and "
                 f"{scan.mask_first.count} more from the first token on ({masked_share:.1%} of all tokens are "
-                "trained); prompts and system text are then in the loss.",
+                f"trained){off}; the loss is not on the assistant turns.",
                 evidence={
                     "whole_sequence": scan.mask_whole.evidence(),
                     "from_first_token": scan.mask_first.evidence(),
+                    "off_assistant_turns": scan.mask_off_turns.evidence(),
+                    "assistant_marker": marker.get("text"),
                     "masked_share": round(masked_share, 6),
                 },
                 fix="Mask only the assistant spans (the trainers' regex on the chat template); check that the "

@@ -254,3 +254,39 @@ def test_merge_refuses_missing_or_foreign_parts(tmp_path: Path) -> None:
         merge_scans([p0, scan_data(tmp_path / "b", shard=(1, 2))])
     with pytest.raises(UnusableInputError, match="duplicated"):
         merge_scans([p0, p0, scan_data(tmp_path / "a", shard=(1, 2))])
+
+
+def _chat_target(root: Path) -> tuple[Path, dict[str, int]]:
+    """A target whose tokenizer has ChatML markers and a chat template (word-level, so ids are known)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["<unk>", "<|im_start|>", "<|im_end|>", "user", "assistant", *[f"w{i}" for i in range(40)]]
+    vocab = {w: i for i, w in enumerate(words)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.add_special_tokens(["<|im_start|>", "<|im_end|>"])
+    t = build_target(root, vocab=V, hidden=H)
+    tok.save(str(t / "tokenizer.json"))
+    template = (
+        "{% for m in messages %}<|im_start|> {{ m['role'] }} {{ m['content'] }} <|im_end|> {% endfor %}"
+    )
+    (t / "tokenizer_config.json").write_text(
+        json.dumps({"chat_template": template, "eos_token": "<|im_end|>"})
+    )
+    return t, vocab
+
+
+def test_masks_that_miss_every_assistant_turn(tmp_path: Path) -> None:
+    t, w = _chat_target(tmp_path / "t")
+    s, e, user, asst = w["<|im_start|>"], w["<|im_end|>"], w["user"], w["assistant"]
+    conv = [s, user, 10, 11, 12, e, s, asst, 20, 21, 22, 23, e]
+    right = [0] * 8 + [1] * 5  # the assistant content and its end-of-turn
+    wrong = [0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0]  # the user's turn instead
+    speculators(tmp_path / "ok", [(conv, right)] * 2)
+    speculators(tmp_path / "bad", [(conv, wrong), (conv, right)])
+    assert "DATA_LOSS_MASK_SUSPICIOUS" not in codes(tmp_path / "ok", target=t)
+    a = audit_data(tmp_path / "bad", target=t)
+    f = next(x for x in a.findings if x.code == "DATA_LOSS_MASK_SUSPICIOUS")
+    assert f.evidence["off_assistant_turns"]["count"] == 1
+    assert f.evidence["off_assistant_turns"]["examples"][0]["index"] == 0
+    assert "assistant" in f.evidence["assistant_marker"]
