@@ -227,6 +227,29 @@ def _write_prep(target: Any, seqs: list[tuple[list[int], list[int]]], demo: path
     np.save(broken / "d2t.npy", other_d2t)  # t2d.npy stays the one built from these samples
 
 
+_README = """\
+# Demo hidden-state dumps (generated)
+
+Written by `eagle3_forensics.demo.dumps` (`make data`; byte-identical on rerun). The demo target
+ran on its own greedy continuations of `../prompts.jsonl` ({new} new tokens per prompt); the loss
+mask covers the continuation; the aux states are the healthy drafter's layers (HF index
+{aux}), stored in bfloat16 like the trainers store them.
+
+* `specforge/rows_0-2000/data_<i>.ckpt`: SpecForge `prepare_hidden_states.py` records
+  (`input_ids`, `loss_mask`, `hidden_state [1,T,H]` after the final norm, `aux_hidden_state
+  [1,T,3H]`), rows right-padded with id 0 in batches of {batch} as SpecForge's dataloader pads them.
+* `speculators/`: speculators v0.5+ (an Arrow dataset with `input_ids`, `loss_mask`, `seq_len`;
+  `hidden_states/hs_<i>.safetensors` with `token_ids` and `hidden_states [T,4,H]`, slot -1 the last
+  layer *before* the final norm; `token_freq.pt`).
+
+`../prep/` is a speculators data-prep output with a map built from its samples (healthy; `d2t`
+starts with zeros); `../prep_broken/` is the same with a `d2t.npy` built from other text.
+
+    eagle3-forensics probe-offline ../drafters/healthy --data specforge --target ../target
+    eagle3-forensics audit-data ../prep_broken
+"""
+
+
 def write_demo_dumps(
     demo_dir: str | pathlib.Path,
     out_dir: str | pathlib.Path | None = None,
@@ -268,6 +291,10 @@ def write_demo_dumps(
             )
             say(f"speculators dumps: {len(seqs)} samples -> {out['speculators']}")
             _write_prep(target, seqs, dest)
+            (out["specforge"].parent / "README.md").write_text(
+                _README.format(new=MAX_NEW_TOKENS, aux=SPECULATORS_AUX_LAYER_IDS, batch=SPECFORGE_BATCH),
+                encoding="utf-8",
+            )
             say(f"prep dirs: {out['prep']}, {out['prep_broken']}")
     finally:
         torch.set_num_threads(threads)
