@@ -33,8 +33,20 @@ import numpy as np
 from eagle3_forensics.checks.vocab_map import _fix_for
 from eagle3_forensics.errors import BadArgumentsError, ExitCode, UnusableInputError
 from eagle3_forensics.findings import Finding, Severity, count_by_severity, sort_findings
+from eagle3_forensics.io.checkpoint import safe_torch_load
+from eagle3_forensics.io.drafter import read_drafter
 from eagle3_forensics.io.dumps.layouts import LAYOUTS
 from eagle3_forensics.io.dumps.read import MAX_LIST, DumpSet, Item, Sample, open_dumps
+from eagle3_forensics.io.target import open_target
+from eagle3_forensics.vocab.inputs import (
+    _token_text,
+    load_mapping,
+    load_tokenizer,
+    read_chat_template,
+    read_tokenizer_config,
+    render_chat,
+)
+from eagle3_forensics.vocab.mapping import TokenCounts, classify_mapping, select_draft_vocab
 
 DATA_CODES: tuple[str, ...] = (
     "DATA_UNREADABLE",
@@ -183,8 +195,6 @@ def _map_findings(m: Any) -> list[Finding]:
 
 def _selections(m: Any) -> list[dict[str, Any]]:
     """The selection(s) a map stands for: from t2d, and from d2t when it decodes to other ids."""
-    from eagle3_forensics.vocab.mapping import classify_mapping
-
     out: list[dict[str, Any]] = []
     t2d_sel = None
     if m.t2d is not None and m.t2d.dim() == 1:
@@ -217,8 +227,6 @@ def _find_maps(root: Path, explicit: str | Path | None) -> list[Path]:
 
 
 def _token_freq(root: Path) -> dict[str, Any] | None:
-    from eagle3_forensics.io.checkpoint import safe_torch_load
-
     base = root if root.is_dir() else root.parent
     files = sorted(base.rglob("token_freq.pt"))
     if not files:
@@ -244,14 +252,6 @@ def _assistant_marker(target: str | Path | None) -> dict[str, Any] | None:
     target has no tokenizer or template, or the boundary is not a stable token sequence."""
     if target is None or not (Path(target) / "tokenizer.json").is_file():
         return None
-    from eagle3_forensics.vocab.inputs import (
-        _token_text,
-        load_tokenizer,
-        read_chat_template,
-        read_tokenizer_config,
-        render_chat,
-    )
-
     try:
         template = read_chat_template(target)
         if template is None:
@@ -286,8 +286,6 @@ def _occurrences(ids: np.ndarray, marker: Sequence[int]) -> np.ndarray:
 def _drafter_facts(path: str | Path | None) -> dict[str, Any] | None:
     if path is None:
         return None
-    from eagle3_forensics.io.drafter import read_drafter
-
     d = read_drafter(path)
     fc = d.shape("fc.weight")
     maxpos = d.cfg.get("max_position_embeddings")
@@ -305,8 +303,6 @@ def _drafter_facts(path: str | Path | None) -> dict[str, Any] | None:
 def _target_facts(path: str | Path | None) -> dict[str, Any] | None:
     if path is None:
         return None
-    from eagle3_forensics.io.target import open_target
-
     t = open_target(path)
     return {
         "path": str(path),
@@ -508,8 +504,6 @@ def _sample_settings(
     drafter: str | Path | None,
     target: str | Path | None,
 ) -> dict[str, Any]:
-    from eagle3_forensics.vocab.inputs import load_mapping
-
     dfacts = _drafter_facts(drafter)
     tfacts = _target_facts(target)
     maps: list[dict[str, Any]] = []
@@ -630,7 +624,7 @@ def scan_data(
 def _bar(on: bool, total: int, desc: str) -> Any:
     if not on:
         return None
-    from tqdm import tqdm
+    from tqdm import tqdm  # heavy: tqdm
 
     return tqdm(total=total, desc=desc, unit="sample", leave=False, dynamic_ncols=True)
 
@@ -721,8 +715,6 @@ def _dense(table: dict[int, int], size: int, fill: int) -> np.ndarray:
 
 def _expected(scan: AuditScan, counts: np.ndarray, v: int) -> list[tuple[str, np.ndarray]]:
     """The selection each trainer would have made from these samples' counts."""
-    from eagle3_forensics.vocab.mapping import TokenCounts, select_draft_vocab
-
     size = counts.shape[0]
     unseen = np.iinfo(np.int64).max
     firsts = {
@@ -884,8 +876,6 @@ def _vocab_findings(scan: AuditScan, complete: bool) -> tuple[list[Finding], lis
 
 def select_top(counts: np.ndarray, v: int) -> np.ndarray:
     """speculators' selection from ``token_freq.pt`` counts (tie-break: smallest id, padded)."""
-    from eagle3_forensics.vocab.mapping import select_draft_vocab
-
     if not counts.any():
         return np.zeros(0, dtype=np.int64)
     return select_draft_vocab(counts, v, "id", warn=False).selected

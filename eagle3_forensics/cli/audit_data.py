@@ -14,6 +14,7 @@ from eagle3_forensics.cli.offline_common import (
     write_partial,
 )
 from eagle3_forensics.cli.output import emit_json
+from eagle3_forensics.errors import BadArgumentsError
 
 COMMAND = "audit-data"
 
@@ -23,9 +24,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from eagle3_forensics.checks.data import finish_audit, parse_shard, scan_data
-    from eagle3_forensics.errors import BadArgumentsError
-    from eagle3_forensics.views.offline import render_audit
+    from eagle3_forensics.checks.data import finish_audit, parse_shard, scan_data  # heavy: numpy, torch
+    from eagle3_forensics.views.offline import render_audit  # heavy: numpy, safetensors
 
     shard = parse_shard(args.shard)
     if shard is not None and not args.out:

@@ -18,6 +18,7 @@ from eagle3_forensics.cli.offline_common import (
     write_atomic,
 )
 from eagle3_forensics.cli.output import emit_json
+from eagle3_forensics.errors import BadArgumentsError
 
 COMMAND = "merge"
 
@@ -28,24 +29,22 @@ def run(args: argparse.Namespace) -> int:
 
 def merged_result(paths: list[str]) -> tuple[str, Any]:
     """``(command, result)`` of the partial files: an OfflineProbeResult or a DataAudit."""
-    from eagle3_forensics.errors import BadArgumentsError
-
     parts = [read_partial(p) for p in paths]
     kinds = {c for c, _ in parts}
     if len(kinds) != 1:
         raise BadArgumentsError(f"partial results of different commands: {', '.join(sorted(kinds))}")
     command = kinds.pop()
     if command == "probe-offline":
-        from eagle3_forensics.probe.offline import OfflineCounts, finish_probe, merge_counts
+        from eagle3_forensics.probe.offline import OfflineCounts, finish_probe, merge_counts  # heavy: torch
 
         return command, finish_probe(merge_counts([OfflineCounts.from_dict(d) for _, d in parts]))
-    from eagle3_forensics.checks.data import AuditScan, finish_audit, merge_scans
+    from eagle3_forensics.checks.data import AuditScan, finish_audit, merge_scans  # heavy: numpy, torch
 
     return command, finish_audit(merge_scans([AuditScan.from_dict(d) for _, d in parts]))
 
 
 def _run(args: argparse.Namespace) -> int:
-    from eagle3_forensics.views.offline import render_audit, render_offline_probe
+    from eagle3_forensics.views.offline import render_audit, render_offline_probe  # heavy: numpy, safetensors
 
     command, result = merged_result(args.parts)
     payload = result.to_dict()

@@ -76,7 +76,7 @@ def write_partial(path: str | Path, command: str, payload: dict[str, Any]) -> No
 
 
 def read_partial(path: str | Path) -> tuple[str, dict[str, Any]]:
-    from eagle3_forensics.io.checkpoint import read_json
+    from eagle3_forensics.io.checkpoint import read_json  # heavy: numpy, safetensors
 
     obj = read_json(Path(path), "partial result")
     if (

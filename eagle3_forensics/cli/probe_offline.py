@@ -14,6 +14,7 @@ from eagle3_forensics.cli.offline_common import (
     write_partial,
 )
 from eagle3_forensics.cli.output import emit_json
+from eagle3_forensics.errors import BadArgumentsError
 
 COMMAND = "probe-offline"
 
@@ -23,10 +24,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from eagle3_forensics.checks.data import parse_shard
-    from eagle3_forensics.errors import BadArgumentsError
-    from eagle3_forensics.probe.offline import finish_probe, parse_engine, scan_offline
-    from eagle3_forensics.views.offline import render_offline_probe
+    from eagle3_forensics.checks.data import parse_shard  # heavy: numpy, torch
+    from eagle3_forensics.probe.offline import finish_probe, parse_engine, scan_offline  # heavy: torch
+    from eagle3_forensics.views.offline import render_offline_probe  # heavy: numpy, safetensors
 
     shard = parse_shard(args.shard)
     if shard is not None and not args.out:

@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import json
 import pathlib
+import random
 import shutil
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import save_file
 
 from eagle3_forensics.demo.world import (
     BOS_ID,
@@ -43,6 +46,11 @@ from eagle3_forensics.demo.world import (
     VOCAB_SIZE,
     make_world,
 )
+from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.io.dumps.arrow import write_stream
+from eagle3_forensics.reference.target import TargetModel
+from eagle3_forensics.reference.train import deterministic
+from eagle3_forensics.vocab.mapping import build_vocab_mapping
 
 DUMPS_SUBDIR = "dumps"
 PREP_SUBDIR = "prep"
@@ -65,8 +73,6 @@ def _save_pt(obj: Any, path: pathlib.Path) -> None:
 
 
 def _save_st(tensors: dict[str, torch.Tensor], path: pathlib.Path) -> None:
-    from safetensors.torch import save_file
-
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file({k: tensors[k].contiguous() for k in sorted(tensors)}, str(path))
 
@@ -112,8 +118,6 @@ def _write_specforge(target: Any, seqs: list[tuple[list[int], list[int]]], root:
 
 
 def _arrow_dataset(root: pathlib.Path, ids: list[list[int]], masks: list[list[int]]) -> None:
-    from eagle3_forensics.io.dumps.arrow import write_stream
-
     features = {
         "input_ids": {"feature": {"dtype": "int64", "_type": "Value"}, "_type": "List"},
         "loss_mask": {"feature": {"dtype": "int64", "_type": "Value"}, "_type": "List"},
@@ -188,10 +192,6 @@ def _prep_rows(seqs: list[tuple[list[int], list[int]]]) -> list[tuple[list[int],
 
 
 def _map_from(ids: list[list[int]], masks: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    import warnings
-
-    from eagle3_forensics.vocab.mapping import build_vocab_mapping
-
     with warnings.catch_warnings():  # fewer distinct ids than draft slots: padded, as the trainers do
         warnings.simplefilter("ignore")
         m = build_vocab_mapping(
@@ -206,8 +206,6 @@ def _map_from(ids: list[list[int]], masks: list[list[int]]) -> tuple[np.ndarray,
 
 def _other_text_ids(target: Any, n: int = 24) -> tuple[list[list[int]], list[list[int]]]:
     """Token rows of another world's documents: the "other data" a stale map was built from."""
-    import random
-
     world = make_world(OTHER_WORLD_SEED)
     rng = random.Random(OTHER_WORLD_SEED)  # noqa: S311 - demo data
     ids = [target.encode(world.document(rng, 3)) for _ in range(n)]
@@ -257,14 +255,9 @@ def write_demo_dumps(
 ) -> dict[str, pathlib.Path]:
     """Write the demo's dumps and prep directories under ``out_dir`` (default ``demo_dir``), made by
     the target and prompts of ``demo_dir`` (see the module docstring)."""
-    from eagle3_forensics.reference.target import TargetModel
-    from eagle3_forensics.reference.train import deterministic
-
     say = log or (lambda _m: None)
     demo = pathlib.Path(demo_dir)
     if not (demo / TARGET_SUBDIR / "config.json").is_file():
-        from eagle3_forensics.errors import UnusableInputError
-
         raise UnusableInputError(f"no demo target under {demo / TARGET_SUBDIR} (run make-demo first)")
     dest = pathlib.Path(out_dir) if out_dir is not None else demo
     out = {

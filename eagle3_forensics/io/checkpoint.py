@@ -19,6 +19,7 @@ needs arbitrary globals is refused and never executed.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import pickle
@@ -374,9 +375,7 @@ def safe_torch_load(file: Path) -> Any:
 
 def safe_torch_load_bytes(data: bytes, name: str) -> Any:
     """:func:`safe_torch_load` for bytes already in memory (e.g. a decompressed ``.ckpt.gz``)."""
-    import io
-
-    import torch
+    import torch  # heavy: torch (~1 s); only .ckpt.gz dumps come here
 
     try:
         with warnings.catch_warnings():

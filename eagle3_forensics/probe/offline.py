@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -36,10 +36,16 @@ from eagle3_forensics.errors import BadArgumentsError, ExitCode, UnusableInputEr
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.dumps.layouts import LAYOUTS, POST, PRE
 from eagle3_forensics.io.dumps.read import DumpSet, Sample, SampleError, open_dumps
+from eagle3_forensics.io.target import open_target
 from eagle3_forensics.probe.teacher_forced import CONVENTIONS, TeacherForced, hit_counts, score_sequence
-
-if TYPE_CHECKING:
-    from eagle3_forensics.reference.drafter import Eagle3Drafter
+from eagle3_forensics.reference.drafter import (
+    Eagle3Drafter,
+    default_dtype,
+    load_drafter,
+    resolve_device,
+    target_files,
+)
+from eagle3_forensics.vocab.coverage import token_table
 
 PARTIAL_SCHEMA = "eagle3-forensics/probe-offline-partial/1"
 ENGINE_CHOICES = ("reference", "sglang", "vllm", "eagle", "speculators")
@@ -299,8 +305,6 @@ def _rms_test(teacher: Teacher, h: torch.Tensor) -> dict[str, Any]:
 
 
 def _target_teacher(target: str | Path, device: torch.device) -> tuple[Teacher, Any]:
-    from eagle3_forensics.io.target import open_target
-
     info = open_target(target)
     if info.weights is None:
         raise UnusableInputError(
@@ -379,8 +383,6 @@ def _classifier(target: str | Path | None, in_vocab: torch.Tensor) -> tuple[Call
     """``class_of(target_id)`` for the step-0 teacher; the finer classes need the target's tokenizer.json."""
     table = None
     if target is not None and (Path(target) / "tokenizer.json").is_file():
-        from eagle3_forensics.vocab.coverage import token_table
-
         try:
             table = token_table(target)
         except UnusableInputError:
@@ -610,8 +612,6 @@ def scan_offline(
     progress: bool = False,
 ) -> OfflineCounts:
     """Score this shard's samples: the mergeable counts (see :func:`finish_probe`)."""
-    from eagle3_forensics.reference.drafter import default_dtype, load_drafter, resolve_device, target_files
-
     engine = parse_engine(engine)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise BadArgumentsError(f"--k must be a positive integer, got {k!r}")
@@ -686,7 +686,7 @@ def scan_offline(
     counts.files = len(items)
     bar = None
     if progress:
-        from tqdm import tqdm
+        from tqdm import tqdm  # heavy: tqdm
 
         bar = tqdm(total=len(items), desc="probe-offline", unit="sample", leave=False, dynamic_ncols=True)
     if dev.type == "cuda":

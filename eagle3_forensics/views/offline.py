@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eagle3_forensics.io.dumps.layouts import LAYOUTS
 from eagle3_forensics.views.text import human_bytes, render_finding
 
 if TYPE_CHECKING:
@@ -131,9 +132,7 @@ def render_audit(a: DataAudit) -> str:
 
 def layouts_table() -> Any:
     """Every dump layout the reader knows (trainer, versions, keys, what a probe does with it)."""
-    import pandas as pd
-
-    from eagle3_forensics.io.dumps.layouts import LAYOUTS
+    import pandas as pd  # optional: pandas
 
     rows = [
         {
@@ -150,7 +149,7 @@ def layouts_table() -> Any:
 
 
 def audit_findings_table(a: DataAudit) -> Any:
-    import pandas as pd
+    import pandas as pd  # optional: pandas
 
     rows = [
         {"severity": f.severity.value, "code": f.code, "message": f.message, "fix": f.fix} for f in a.findings
@@ -159,7 +158,7 @@ def audit_findings_table(a: DataAudit) -> Any:
 
 
 def audit_summary_table(a: DataAudit) -> Any:
-    import pandas as pd
+    import pandas as pd  # optional: pandas
 
     s = a.summary
     rows = [
@@ -189,7 +188,7 @@ def audit_summary_table(a: DataAudit) -> Any:
 
 
 def offline_summary_table(r: OfflineProbeResult) -> Any:
-    import pandas as pd
+    import pandas as pd  # optional: pandas
 
     d = r.to_dict()
     tf = r.teacher_forced
@@ -220,7 +219,7 @@ def offline_summary_table(r: OfflineProbeResult) -> Any:
 
 
 def offline_per_position_table(r: OfflineProbeResult) -> Any:
-    import pandas as pd
+    import pandas as pd  # optional: pandas
 
     tf = r.teacher_forced
     if tf is None:
@@ -236,7 +235,7 @@ def offline_per_position_table(r: OfflineProbeResult) -> Any:
 
 
 def offline_per_position_figure(r: OfflineProbeResult) -> Any:
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # optional: matplotlib
 
     tf = r.teacher_forced
     fig = Figure(figsize=(6.0, 3.0), layout="constrained")
@@ -256,7 +255,7 @@ def offline_per_position_figure(r: OfflineProbeResult) -> Any:
 
 
 def along_sequence_table(r: OfflineProbeResult) -> Any:
-    import pandas as pd
+    import pandas as pd  # optional: pandas
 
     rows = [
         {
@@ -274,7 +273,7 @@ def along_sequence_table(r: OfflineProbeResult) -> Any:
 
 
 def along_sequence_figure(r: OfflineProbeResult) -> Any:
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # optional: matplotlib
 
     rows = r.groups("along")
     fig = Figure(figsize=(6.4, 3.0), layout="constrained")
@@ -298,7 +297,7 @@ def along_sequence_figure(r: OfflineProbeResult) -> Any:
 
 
 def token_class_table(r: OfflineProbeResult) -> Any:
-    import pandas as pd
+    import pandas as pd  # optional: pandas
 
     rows = [
         {
@@ -315,7 +314,7 @@ def token_class_table(r: OfflineProbeResult) -> Any:
 
 
 def token_class_figure(r: OfflineProbeResult) -> Any:
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # optional: matplotlib
 
     rows = r.groups("classes")
     fig = Figure(figsize=(6.4, 3.0), layout="constrained")
@@ -330,13 +329,13 @@ def token_class_figure(r: OfflineProbeResult) -> Any:
 
 def worst_samples_table(r: OfflineProbeResult, tokenizer: str | Path | None = None, n: int = 5) -> Any:
     """The worst samples, decoded with the target tokenizer when there is one (``tokenizer.json``)."""
-    import pandas as pd
+    import pandas as pd  # optional: pandas
 
-    from eagle3_forensics.probe.offline import load_worst_sample
+    from eagle3_forensics.probe.offline import load_worst_sample  # heavy: torch
 
     tok: Any = None
     if tokenizer is not None and (Path(tokenizer) / "tokenizer.json").is_file():
-        from tokenizers import Tokenizer
+        from tokenizers import Tokenizer  # optional: tokenizers (the models extra)
 
         tok = Tokenizer.from_file(str(Path(tokenizer) / "tokenizer.json"))
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import safe_open
 
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.io.checkpoint import safe_torch_load, safe_torch_load_bytes
@@ -337,8 +338,6 @@ class DumpSet:
         return ids_t, torch.from_numpy(np.array(mask) != 0)
 
     def _read_hs(self, item: Item) -> Sample:
-        from safetensors import safe_open
-
         try:
             with safe_open(str(item.path), framework="pt") as fh:
                 keys = set(fh.keys())
