@@ -39,7 +39,7 @@
 # %% tags=["parameters"]
 checkpoint = "../data/demo/drafters/healthy"  # drafter directory (config.json + weights)
 data = "../data/demo/dumps/specforge"  # dump directory (SpecForge, speculators or EAGLE layout)
-target = "../data/demo/target"  # target directory (config + lm_head + final norm are read), or None: data teacher
+target = "../data/demo/target"  # target directory (config, lm_head, final norm), or None: the data teacher
 engine = "reference"  # "reference", "sglang", "vllm", "eagle" or "speculators"
 k = 3  # draft steps
 device = "cpu"  # "auto" (CUDA in bf16 when present), "cpu" or "cuda"
@@ -61,8 +61,8 @@ from eagle3_forensics.views.offline import (
     layouts_table,
     offline_per_position_figure,
     offline_per_position_table,
-    offline_summary_table,
     offline_record,
+    offline_summary_table,
     render_audit,
     token_class_figure,
     token_class_table,
