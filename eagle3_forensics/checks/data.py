@@ -676,6 +676,14 @@ class DataAudit:
         return any(f.code == "DATA_UNREADABLE" for f in self.findings) or self.scan.read == 0
 
     @property
+    def unusable_reason(self) -> str | None:
+        """Why the data cannot be audited (exit 2), or ``None``."""
+        if not self.unusable:
+            return None
+        first = next((f for f in self.findings if f.code == "DATA_UNREADABLE"), None)
+        return first.message if first else "no sample could be read"
+
+    @property
     def exit_code(self) -> int:
         if self.unusable:
             return int(ExitCode.UNUSABLE)

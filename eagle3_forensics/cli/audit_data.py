@@ -6,13 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from eagle3_forensics.cli.offline_common import (
-    add_progress,
-    json_on_errors,
-    progress_on,
-    run_guarded,
-    write_partial,
-)
+from eagle3_forensics.cli.offline_common import add_progress, progress_on, unusable_error, write_partial
 from eagle3_forensics.cli.output import emit_json
 from eagle3_forensics.errors import BadArgumentsError
 
@@ -20,10 +14,6 @@ COMMAND = "audit-data"
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_guarded(COMMAND, args, lambda: _run(args))
-
-
-def _run(args: argparse.Namespace) -> int:
     from eagle3_forensics.checks.data import finish_audit, parse_shard, scan_data  # heavy: numpy, torch
     from eagle3_forensics.views.offline import render_audit  # heavy: numpy, safetensors
 
@@ -46,13 +36,13 @@ def _run(args: argparse.Namespace) -> int:
     payload: dict[str, Any] = audit.to_dict()
     if args.out:
         payload["partial"] = {"path": str(args.out), "shard": args.shard or "0/1"}
+    error = unusable_error(audit, payload["dir"])
     if args.json:
-        emit_json(COMMAND, payload, audit.exit_code)
+        emit_json(COMMAND, payload, audit.exit_code, error)
     else:
         print(render_audit(audit))
-    if audit.unusable:
-        first = next((f for f in audit.findings if f.code == "DATA_UNREADABLE"), None)
-        sys.stderr.write(f"eagle3-forensics: {first.message if first else 'no sample could be read'}\n")
+    if error is not None:
+        sys.stderr.write(f"eagle3-forensics: {error['message']}\n")
     return audit.exit_code
 
 
@@ -76,5 +66,4 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", metavar="PART.json", help="write the mergeable partial result here")
     add_progress(p)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    p.set_defaults(func=run)
-    json_on_errors(p, COMMAND)
+    p.set_defaults(func=run, json_command=COMMAND)

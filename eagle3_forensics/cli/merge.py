@@ -8,23 +8,14 @@ the same object in the ``merge`` schema.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from eagle3_forensics.cli.offline_common import (
-    json_on_errors,
-    read_partial,
-    run_guarded,
-    single_run_json,
-    write_atomic,
-)
+from eagle3_forensics.cli.offline_common import read_partial, single_run_json, unusable_error, write_atomic
 from eagle3_forensics.cli.output import emit_json
 from eagle3_forensics.errors import BadArgumentsError
 
 COMMAND = "merge"
-
-
-def run(args: argparse.Namespace) -> int:
-    return run_guarded(COMMAND, args, lambda: _run(args))
 
 
 def merged_result(paths: list[str]) -> tuple[str, Any]:
@@ -43,18 +34,21 @@ def merged_result(paths: list[str]) -> tuple[str, Any]:
     return command, finish_audit(merge_scans([AuditScan.from_dict(d) for _, d in parts]))
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from eagle3_forensics.views.offline import render_audit, render_offline_probe  # heavy: numpy, safetensors
 
     command, result = merged_result(args.parts)
     payload = result.to_dict()
     code = int(result.exit_code)
+    error = unusable_error(result, payload["data" if command == "probe-offline" else "dir"])
     if args.out:
-        write_atomic(args.out, single_run_json(command, payload, code))
+        write_atomic(args.out, single_run_json(command, payload, code, error))
     if args.json:
-        emit_json(COMMAND, {"of": command, "parts": len(args.parts), "result": payload}, code)
+        emit_json(COMMAND, {"of": command, "parts": len(args.parts), "result": payload}, code, error)
     else:
         print(render_offline_probe(result) if command == "probe-offline" else render_audit(result))
+    if error is not None:
+        sys.stderr.write(f"eagle3-forensics: {error['message']}\n")
     return code
 
 
@@ -69,5 +63,4 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--out", metavar="FILE", help="write the merged result as the single run's --json output")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    p.set_defaults(func=run)
-    json_on_errors(p, COMMAND)
+    p.set_defaults(func=run, json_command=COMMAND)

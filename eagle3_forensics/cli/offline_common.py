@@ -1,4 +1,4 @@
-"""What probe-offline, audit-data and merge share: JSON on argument errors, partial files, progress."""
+"""What probe-offline, audit-data and merge share: partial files, the unusable-result error, progress."""
 
 from __future__ import annotations
 
@@ -7,36 +7,14 @@ import json
 import os
 import sys
 import tempfile
-import types
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from eagle3_forensics.cli.output import emit_json, envelope, strict
-from eagle3_forensics.errors import BadArgumentsError, ExitCode, ForensicsError, UnusableInputError
+from eagle3_forensics.cli.output import envelope, error_object, strict
+from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.schemas import log_object
 
 PARTIAL_KIND = "eagle3-forensics/partial/1"
-
-
-def json_on_errors(parser: argparse.ArgumentParser, command: str) -> None:
-    """Make ``parser`` print one JSON object (exit 2) for an argument error when ``--json`` was given."""
-    plain_error = parser.error
-    plain_parse = parser.parse_known_args
-    wants = {"json": False}
-
-    def parse_known_args(
-        self: argparse.ArgumentParser, args: Sequence[str] | None = None, namespace: Any = None
-    ) -> Any:
-        wants["json"] = "--json" in (sys.argv[1:] if args is None else list(args))
-        return plain_parse(args, namespace)
-
-    def error(self: argparse.ArgumentParser, message: str) -> Any:
-        if wants["json"]:
-            emit_json(command, None, ExitCode.UNUSABLE, BadArgumentsError(" ".join(message.split())))
-        plain_error(message)
-
-    parser.parse_known_args = types.MethodType(parse_known_args, parser)  # type: ignore[method-assign]
-    parser.error = types.MethodType(error, parser)  # type: ignore[method-assign]
 
 
 def add_progress(p: argparse.ArgumentParser) -> None:
@@ -93,17 +71,20 @@ def read_partial(path: str | Path) -> tuple[str, dict[str, Any]]:
     return str(command), obj["counts"]
 
 
-def single_run_json(command: str, payload: dict[str, Any], exit_code: int) -> str:
-    """The exact text ``COMMAND --json`` prints for this result (what ``merge --out`` writes)."""
-    return dumps(envelope(command, payload, exit_code))
+def unusable_error(result: Any, path: str | None) -> dict[str, Any] | None:
+    """The ``error`` member of a result that measured nothing (exit 2), else ``None``.
+
+    ``result`` is an ``OfflineProbeResult`` or a ``DataAudit``: both say why in ``unusable_reason``.
+    """
+    reason = result.unusable_reason
+    return None if reason is None else error_object(UnusableInputError(reason, path=path))
 
 
-def run_guarded(command: str, args: argparse.Namespace, body: Callable[[], int]) -> int:
-    """Run ``body``; a ForensicsError becomes one stderr line (and one JSON object with --json)."""
-    try:
-        return body()
-    except ForensicsError as exc:
-        if getattr(args, "json", False):
-            emit_json(command, None, exc.exit_code, exc)
-        sys.stderr.write(f"eagle3-forensics: {exc}\n")
-        return int(exc.exit_code)
+def single_run_json(
+    command: str, payload: dict[str, Any], exit_code: int, error: dict[str, Any] | None
+) -> str:
+    """The exact text ``COMMAND --json`` prints for this result (what ``merge --out`` writes); the
+    object is also logged for the test suite's schema validation."""
+    doc = strict(json.loads(json.dumps(envelope(command, payload, exit_code, error), default=str)))
+    log_object(doc)
+    return json.dumps(doc, indent=2, allow_nan=False) + "\n"

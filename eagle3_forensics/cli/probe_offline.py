@@ -6,13 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from eagle3_forensics.cli.offline_common import (
-    add_progress,
-    json_on_errors,
-    progress_on,
-    run_guarded,
-    write_partial,
-)
+from eagle3_forensics.cli.offline_common import add_progress, progress_on, unusable_error, write_partial
 from eagle3_forensics.cli.output import emit_json
 from eagle3_forensics.errors import BadArgumentsError
 
@@ -20,10 +14,6 @@ COMMAND = "probe-offline"
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_guarded(COMMAND, args, lambda: _run(args))
-
-
-def _run(args: argparse.Namespace) -> int:
     from eagle3_forensics.checks.data import parse_shard  # heavy: numpy, torch
     from eagle3_forensics.probe.offline import finish_probe, parse_engine, scan_offline  # heavy: torch
     from eagle3_forensics.views.offline import render_offline_probe  # heavy: numpy, safetensors
@@ -50,14 +40,13 @@ def _run(args: argparse.Namespace) -> int:
     payload: dict[str, Any] = result.to_dict()
     if args.out:
         payload["partial"] = {"path": str(args.out), "shard": args.shard or "0/1"}
+    error = unusable_error(result, payload["data"])
     if args.json:
-        emit_json(COMMAND, payload, result.exit_code)
+        emit_json(COMMAND, payload, result.exit_code, error)
     else:
         print(render_offline_probe(result, counts.seconds))
-    if result.teacher_forced is None:
-        sys.stderr.write(
-            "eagle3-forensics: no slot could be scored (no usable sample with a loss-masked token)\n"
-        )
+    if error is not None:
+        sys.stderr.write(f"eagle3-forensics: {error['message']}\n")
     return result.exit_code
 
 
@@ -90,5 +79,4 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     p.add_argument("--bucket", type=int, default=32, help="tokens per bucket of the along-the-sequence table")
     add_progress(p)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    p.set_defaults(func=run)
-    json_on_errors(p, COMMAND)
+    p.set_defaults(func=run, json_command=COMMAND)

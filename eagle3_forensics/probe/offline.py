@@ -459,6 +459,13 @@ class OfflineProbeResult:
         )
 
     @property
+    def unusable_reason(self) -> str | None:
+        """Why nothing could be measured (exit 2), or ``None``."""
+        if self.teacher_forced is None:
+            return "no slot could be scored (no usable sample with a loss-masked token)"
+        return None
+
+    @property
     def tokens_per_s(self) -> float | None:
         c = self.counts
         return c.tokens / c.seconds if c.seconds else None
