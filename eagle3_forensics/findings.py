@@ -51,6 +51,7 @@ CHECK_CATALOGUE: dict[str, str] = {
     "AUX_LAYER_IDS_INVALID": "Aux-layer ids are malformed or out of range.",
     "AUX_LAYER_IDS_IGNORED_BY_ENGINE": "The aux-layer ids are in a field the engine does not read.",
     "AUX_LAYER_IDS_CONVENTION_SHIFT": "The engine reads the aux-layer ids one layer away from training.",
+    "AUX_HIDDEN_STATE_DISABLED": "use_aux_hidden_state is false although fc was trained over several aux states.",
     "NORM_FLAGS_UNSUPPORTED": "A normalisation variant the drafter was trained with is not implemented by the engine.",
     "NORM_OUTPUT_MEANING_CLASH": "norm_output means something else to the engine than to the trainer.",
     "ROPE_MISMATCH": "RoPE settings missing at the level the engine reads, or different from the target's.",

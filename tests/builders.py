@@ -472,3 +472,108 @@ def build_hostile_drafter(parent: str | Path, source: str | Path) -> Path:
     tensors[TENSOR_PAYLOAD] = tensors["t2d"].clone()
     save_file(tensors, str(dst / "model.safetensors"))
     return dst
+
+
+# -- MLA (Kimi-K2.5 style) drafter ------------------------------------------------------------------
+
+MLA_Q_LORA = 16
+MLA_KV_LORA = 16
+MLA_NOPE = 8
+MLA_ROPE = 8
+MLA_V = 8
+
+
+def mla_tensors(
+    *, layout: str = "layers", fused: bool = False, fc_norm_keys: bool = False, seed: int = 0
+) -> dict[str, torch.Tensor]:
+    """An EAGLE-3 drafter with DeepSeek-V2 multi-latent attention (SGLang's ``Eagle3DeepseekV2ForCausalLM``).
+
+    ``fused``: ship ``fused_qkv_a_proj_with_mqa`` (pre-fused) instead of ``q_a_proj`` + ``kv_a_proj_with_mqa``.
+    """
+    g = torch.Generator().manual_seed(seed + 7)
+
+    def w(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g) * 0.05
+
+    def norm(n: int) -> torch.Tensor:
+        return 1.0 + torch.randn(n, generator=g) * 0.05
+
+    h = H
+    p = "midlayer." if layout == "midlayer" else "layers.0."
+    out = {
+        "fc.weight": w(h, 3 * h),
+        "norm.weight": norm(h),
+        "lm_head.weight": w(SMALL_V, h),
+        p + "self_attn.q_a_layernorm.weight": norm(MLA_Q_LORA),
+        p + "self_attn.q_b_proj.weight": w(HEADS * (MLA_NOPE + MLA_ROPE), MLA_Q_LORA),
+        p + "self_attn.kv_a_layernorm.weight": norm(MLA_KV_LORA),
+        p + "self_attn.kv_b_proj.weight": w(HEADS * (MLA_NOPE + MLA_V), MLA_KV_LORA),
+        p + "self_attn.o_proj.weight": w(h, HEADS * MLA_V),
+        p + "mlp.gate_proj.weight": w(INTER, h),
+        p + "mlp.up_proj.weight": w(INTER, h),
+        p + "mlp.down_proj.weight": w(h, INTER),
+        p + "input_layernorm.weight": norm(h),
+        p + "hidden_norm.weight": norm(h),
+        p + "post_attention_layernorm.weight": norm(h),
+    }
+    if fused:
+        out[p + "self_attn.fused_qkv_a_proj_with_mqa.weight"] = w(MLA_Q_LORA + MLA_KV_LORA + MLA_ROPE, 2 * h)
+    else:
+        out[p + "self_attn.q_a_proj.weight"] = w(MLA_Q_LORA, 2 * h)
+        out[p + "self_attn.kv_a_proj_with_mqa.weight"] = w(MLA_KV_LORA + MLA_ROPE, 2 * h)
+    if fc_norm_keys:
+        for j in range(3):
+            out[f"fc_norm.{j}.weight"] = norm(h)
+    sel = selection()
+    out["d2t"] = sel - torch.arange(SMALL_V)
+    mask = torch.zeros(V, dtype=torch.bool)
+    mask[sel] = True
+    out["t2d"] = mask
+    return out
+
+
+def mla_config(*, model_type: str = "deepseek_v3", **extra: Any) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "architectures": ["Eagle3DeepseekV2ForCausalLM"],
+        "model_type": model_type,
+        "hidden_size": H,
+        "intermediate_size": INTER,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": HEADS,
+        "q_lora_rank": MLA_Q_LORA,
+        "kv_lora_rank": MLA_KV_LORA,
+        "qk_nope_head_dim": MLA_NOPE,
+        "qk_rope_head_dim": MLA_ROPE,
+        "v_head_dim": MLA_V,
+        "num_hidden_layers": 1,
+        "vocab_size": V,
+        "draft_vocab_size": SMALL_V,
+        "max_position_embeddings": MAX_POS,
+        "rms_norm_eps": 1e-6,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "rope_theta": ROPE_THETA,
+        "torch_dtype": "float32",
+    }
+    for key, value in extra.items():
+        if value is None:
+            cfg.pop(key, None)
+        else:
+            cfg[key] = value
+    return cfg
+
+
+def build_mla_drafter(
+    directory: str | Path,
+    *,
+    layout: str = "layers",
+    fused: bool = False,
+    fc_norm_keys: bool = False,
+    remove_keys: tuple[str, ...] = (),
+    **config: Any,
+) -> Path:
+    """Write an MLA drafter; ``config`` overrides config fields (``None`` deletes one)."""
+    tensors = mla_tensors(layout=layout, fused=fused, fc_norm_keys=fc_norm_keys)
+    for name in remove_keys:
+        tensors.pop(name)
+    return write_checkpoint(Path(directory), mla_config(**config), tensors)

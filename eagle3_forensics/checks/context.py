@@ -7,27 +7,50 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from eagle3_forensics.engines import ENGINES
+from eagle3_forensics.engines import ENGINES, release_label, resolve_release
 from eagle3_forensics.engines.rules import EngineRules
-from eagle3_forensics.engines.simulate import LoadReport, simulate_load
+from eagle3_forensics.engines.simulate import AuxReading, LoadReport, aux_capture, rules_for, simulate_load
 from eagle3_forensics.io.drafter import SMALL_TENSOR_ELEMENTS, DrafterFiles
 from eagle3_forensics.vocab.mapping import VocabClassification, classify_mapping
 
 
 @dataclass
 class Context(DrafterFiles):
-    """A :class:`DrafterFiles` judged by ``engine_names`` (``explicit_engines``: the user named them)."""
+    """A :class:`DrafterFiles` judged by engine releases (``explicit_engines``: the user named them).
+
+    ``releases`` are the release tables judged (``engine_names`` alone means each engine's newest);
+    :attr:`engines` are the tables of the drafter classes those releases build for this config.
+    """
 
     engine_names: list[str] = field(default_factory=list)
     explicit_engines: bool = False
+    releases: list[EngineRules] = field(default_factory=list)
 
-    @property
+    def __post_init__(self) -> None:
+        if not self.releases:
+            self.releases = [ENGINES[n] if n in ENGINES else resolve_release(n) for n in self.engine_names]
+        self.engine_names = [r.name for r in self.releases]
+
+    @cached_property
     def engines(self) -> list[EngineRules]:
-        return [ENGINES[n] for n in self.engine_names]
+        return [rules_for(r, self.cfg) for r in self.releases]
+
+    def rules(self, engine: str) -> EngineRules:
+        """The class-resolved table judged for ``engine``."""
+        return next(r for r in self.engines if r.name == engine)
 
     @cached_property
     def loads(self) -> dict[str, LoadReport]:
-        return {e.name: simulate_load(e, self.ckpt, self.cfg) for e in self.engines}
+        return {e.name: simulate_load(e, self.ckpt, self.cfg) for e in self.releases}
+
+    @property
+    def target_architecture(self) -> str | None:
+        archs = self.target.architectures if self.target is not None else []
+        return archs[0] if archs else None
+
+    def aux(self, engine: str, runner: str | None = None) -> AuxReading:
+        """What ``engine`` captures for this drafter (on ``--target``'s class, else the assumed one)."""
+        return aux_capture(self.rules(engine), self.cfg, self.target_architecture, self.target_layers, runner)
 
     @cached_property
     def vocab(self) -> VocabClassification:
@@ -40,7 +63,12 @@ class Context(DrafterFiles):
     def evidence_base(self, engine: str | None = None) -> dict[str, Any]:
         if engine is None:
             return {}
-        return {"engine_revision": ENGINES[engine].revision}
+        rules = self.rules(engine)
+        return {"engine_release": release_label(rules), "engine_revision": rules.revision}
+
+    def releases_judged(self) -> dict[str, str]:
+        """Engine -> the release label it was judged by."""
+        return {r.name: release_label(r) for r in self.releases}
 
 
 __all__ = ["SMALL_TENSOR_ELEMENTS", "Context"]

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_forensics.checks import Context, run_checks
-from eagle3_forensics.engines import resolve_engines
+from eagle3_forensics.engines import release_label, resolve_engines
+from eagle3_forensics.engines.rules import EngineRules
 from eagle3_forensics.engines.simulate import LoadReport
 from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.findings import Finding, Severity, count_by_severity, sort_findings
@@ -59,6 +60,7 @@ class Diagnosis:
     format_detail: FormatInfo | None = None
     target: TargetInfo | None = None
     unusable: bool = False
+    releases: dict[str, str] = field(default_factory=dict)  # engine -> the release it was judged by
 
     @property
     def errors(self) -> list[Finding]:
@@ -101,14 +103,18 @@ class Diagnosis:
             "verdict": {"overall": self.verdict(), **{e: self.verdict(e) for e in self.engines}},
             "counts": self.counts(),
             "load": {e: r.to_dict() for e, r in self.loads.items()},
+            "releases": self.releases,
         }
 
 
-def _with_repair_hints(findings: list[Finding], path: str) -> list[Finding]:
+def _with_repair_hints(
+    findings: list[Finding], path: str, releases: dict[str, str] | None = None
+) -> list[Finding]:
     """Append the ``repair`` command to error fixes that ``repair`` handles for that engine.
 
     Which codes it handles is ``repair.POLICY`` (one table); a refusal there keeps the manual fix.
     """
+    releases = releases or {}
     out = []
     for f in findings:
         policy = POLICY.get(f.code)
@@ -119,13 +125,14 @@ def _with_repair_hints(findings: list[Finding], path: str) -> list[Finding]:
             and policy.action == FIX
             and not policy.refuses(f)
         ):
-            hint = f"Automated: eagle3-forensics repair {path} --engine {f.engine} --out DST."
+            spec = releases.get(f.engine, f.engine)
+            hint = f"Automated: eagle3-forensics repair {path} --engine {spec} --out DST."
             f = replace(f, fix=f"{f.fix} {hint}" if f.fix else hint)
         out.append(f)
     return out
 
 
-def unreadable(path: str | Path, engines: list[str], reason: str) -> Diagnosis:
+def unreadable(path: str | Path, engines: list[EngineRules] | list[str], reason: str) -> Diagnosis:
     finding = Finding(
         "CHECKPOINT_UNREADABLE",
         Severity.ERROR,
@@ -133,7 +140,9 @@ def unreadable(path: str | Path, engines: list[str], reason: str) -> Diagnosis:
         evidence={"path": str(path), "reason": reason},
         fix="Check the path and re-copy or re-export the checkpoint; see docs/findings.md.",
     )
-    return Diagnosis(str(path), "unknown", engines, [finding], unusable=True)
+    names = [e if isinstance(e, str) else e.name for e in engines]
+    releases = {e.name: release_label(e) for e in engines if not isinstance(e, str)}
+    return Diagnosis(str(path), "unknown", names, [finding], unusable=True, releases=releases)
 
 
 def diagnose(
@@ -143,18 +152,30 @@ def diagnose(
 ) -> Diagnosis:
     """Run every static check. Unusable input gives a report with one CHECKPOINT_UNREADABLE finding.
 
-    ``engines`` is ``"all"`` or engine names (``sglang``, ``vllm``, ``eagle``, ``speculators``);
-    an unknown name raises ``ValueError``.
+    ``engines`` is ``"all"`` or engine specs (``sglang``, ``sglang==0.5.11``, ``vllm``, ``eagle``,
+    ``speculators``, ``tensorrt_llm``); an unknown engine or release raises :class:`BadArgumentsError`.
     """
-    names = resolve_engines(engines)
+    releases = resolve_engines(engines)
+    names = [r.name for r in releases]
     try:
         ckpt: Checkpoint = open_checkpoint(path)
         tinfo = open_target(target) if target is not None else None
         explicit = not (
             engines is None or engines == "all" or (not isinstance(engines, str) and "all" in engines)
         )
-        ctx = Context(ckpt, tinfo, engine_names=names, explicit_engines=explicit)
-        findings = sort_findings(_with_repair_hints(run_checks(ctx), str(path)))
-        return Diagnosis(str(path), ctx.fmt.label, names, findings, ctx.loads, ctx.fmt, tinfo)
+        ctx = Context(ckpt, tinfo, explicit_engines=explicit, releases=releases)
+        judged = ctx.releases_judged()
+        specs = {r.name: _spec(r) for r in releases}
+        findings = sort_findings(_with_repair_hints(run_checks(ctx), str(path), specs))
+        return Diagnosis(
+            str(path), ctx.fmt.label, names, findings, ctx.loads, ctx.fmt, tinfo, releases=judged
+        )
     except UnusableInputError as exc:
-        return unreadable(path, names, str(exc))
+        return unreadable(path, releases, str(exc))
+
+
+def _spec(rules: EngineRules) -> str:
+    """The --engine spec that names this release again (the newest needs no version)."""
+    if rules.requested is None or not rules.pinned:
+        return rules.name
+    return f"{rules.name}=={rules.requested}"

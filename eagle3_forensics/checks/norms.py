@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from eagle3_forensics.checks.context import Context
+from eagle3_forensics.engines import ENGINES
 from eagle3_forensics.engines.rules import SUPPORTED_NORM_FLAGS
 from eagle3_forensics.engines.simulate import engine_flag
 from eagle3_forensics.findings import Finding, Severity
@@ -24,6 +25,9 @@ def trained_flags(ctx: Context) -> dict[str, bool | None]:
         out["norm_before_fc"] = True
     if any(n.startswith("fc_norm.") for n in names):
         out["fc_norm"] = True
+    if cfg.style == "speculators" and out["norm_before_residual"] is None:
+        # speculators' own config default (False in every release), what its trainer used
+        out["norm_before_residual"] = ENGINES["speculators"].speculators_norm_before_residual_default
     if cfg.style == "flat":
         # Flat (EAGLE/SpecForge) drafters take the residual before hidden_norm and carry the pre-norm state;
         # SpecForge's norm_output means something else (see check_norm_output_meaning).
@@ -36,19 +40,20 @@ def trained_flags(ctx: Context) -> dict[str, bool | None]:
 def check_norm_flags(ctx: Context) -> Iterator[Finding]:
     trained = trained_flags(ctx)
     for rules in ctx.engines:
-        unsupported = [f for f, v in trained.items() if v is True and f not in rules.norm_flags]
+        unsupported = [f for f, v in trained.items() if v is True and f not in rules.implemented_flags]
         if unsupported:
             yield Finding(
                 "NORM_FLAGS_UNSUPPORTED",
                 Severity.ERROR,
-                f"The drafter was trained with {', '.join(f'{f}=true' for f in unsupported)}; {rules.display} does "
+                f"The drafter was trained with {', '.join(f'{f}=true' for f in unsupported)}; {rules.display} "
+                f"({rules.release}) does "
                 "not implement it and computes a different function (acceptance degrades silently).",
                 engine=rules.name,
                 evidence={
                     "unsupported": unsupported,
                     "trained": trained,
-                    "engine_implements": sorted(rules.norm_flags),
-                    "engine_revision": rules.revision,
+                    "engine_implements": sorted(rules.implemented_flags),
+                    **ctx.evidence_base(rules.name),
                 },
                 fix="No weight-space conversion exists: serve on an engine that implements these variants "
                 "(vLLM), or retrain with them off for this engine.",
@@ -59,36 +64,46 @@ def check_norm_flags(ctx: Context) -> Iterator[Finding]:
             f
             for f, v in trained.items()
             if isinstance(v, bool)
-            and f in rules.norm_flags
+            and f in rules.implemented_flags
             and engine_flag(rules, ctx.cfg, f) != v
             and not (f == "norm_output" and ctx.cfg.style == "flat")
         ]
         if mismatched:
+            levels = {f: [lv.value for lv in spec.levels] for f in mismatched if (spec := rules.norm_flag(f))}
+            assumed = [
+                f
+                for f in mismatched
+                if f == "norm_before_residual"
+                and ctx.cfg.style == "speculators"
+                and not isinstance(ctx.cfg.at(TOP, f), bool)
+                and rules.speculators_norm_before_residual_default is not None
+            ]
+            clash = (
+                f" The speculators config does not say norm_before_residual: speculators trains with its default "
+                f"false, {rules.display}'s speculators reader assumes "
+                f"{str(rules.speculators_norm_before_residual_default).lower()}."
+                if assumed
+                else ""
+            )
             yield Finding(
                 "NORM_FLAGS_UNSUPPORTED",
                 Severity.ERROR,
-                f"{rules.display} will run with {', '.join(f'{f}={engine_flag(rules, ctx.cfg, f)}' for f in mismatched)}, "
-                "not the trained value.",
-                engine=rules.name,
-                evidence={"mismatched": mismatched, "trained": trained, "engine_revision": rules.revision},
-                fix="Write the trained values explicitly where the engine reads them (top level).",
-            )
-        if (
-            ctx.cfg.style == "speculators"
-            and trained["norm_before_residual"] is None
-            and rules.speculators_norm_before_residual_default is not None
-        ):
-            yield Finding(
-                "NORM_FLAGS_UNSUPPORTED",
-                Severity.WARNING,
-                f"The speculators config does not say norm_before_residual; {rules.display} assumes "
-                f"{str(rules.speculators_norm_before_residual_default).lower()}.",
+                f"{rules.display} ({rules.release}) will run with "
+                f"{', '.join(f'{f}={engine_flag(rules, ctx.cfg, f)}' for f in mismatched)}, not the trained value."
+                + clash,
                 engine=rules.name,
                 evidence={
-                    "assumed": rules.speculators_norm_before_residual_default,
-                    "engine_revision": rules.revision,
+                    "mismatched": mismatched,
+                    "trained": trained,
+                    "engine_reads": levels,
+                    "engine_default_assumed": {
+                        f: rules.speculators_norm_before_residual_default for f in assumed
+                    },
+                    **ctx.evidence_base(rules.name),
                 },
-                fix="Write norm_before_residual explicitly (the value used in training).",
+                fix="Write the trained values explicitly where the engine reads them ("
+                + "; ".join(f"{f}: {' then '.join(lv)}" for f, lv in levels.items())
+                + ").",
             )
 
 
@@ -99,13 +114,15 @@ def check_norm_output_meaning(ctx: Context) -> Iterator[Finding]:
     if not isinstance(value, bool):
         return
     for rules in ctx.engines:
-        if value is False and "norm_output" not in rules.norm_flags:
+        # Every engine applies the final norm before lm_head (whatever its own norm_output means).
+        if value is False and rules.final_norm_before_head:
             yield Finding(
                 "NORM_FLAGS_UNSUPPORTED",
                 Severity.ERROR,
-                f"norm_output=false (SpecForge: no final norm before lm_head); {rules.display} always applies it.",
+                f"norm_output=false (SpecForge: no final norm before lm_head); {rules.display} ({rules.release}) "
+                "always applies it.",
                 engine=rules.name,
-                evidence={"norm_output": value, "engine_revision": rules.revision},
+                evidence={"norm_output": value, **ctx.evidence_base(rules.name)},
                 fix="Retrain with norm_output true, or serve on an engine that honours it.",
             )
         if value is True and rules.norm_output_meaning == "post_norm_recurrence":
@@ -120,7 +137,7 @@ def check_norm_output_meaning(ctx: Context) -> Iterator[Finding]:
                     "norm_output": value,
                     "writer_meaning": "norm_before_lm_head",
                     "engine_meaning": rules.norm_output_meaning,
-                    "engine_revision": rules.revision,
+                    **ctx.evidence_base(rules.name),
                 },
                 fix="Remove norm_output from the config served on this engine (the final norm is applied anyway).",
             )

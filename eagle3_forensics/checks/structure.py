@@ -5,19 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from eagle3_forensics.checks.context import Context
-from eagle3_forensics.engines import ENGINES
-from eagle3_forensics.engines.simulate import aux_ids_read
+from eagle3_forensics.engines import releases_building
+from eagle3_forensics.engines.rules import Fill, MissingDraftVocab, OverLimit
+from eagle3_forensics.engines.simulate import (
+    buffer_count,
+    fc_count,
+    fc_input_width,
+    loadable_spelling,
+)
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.layout import is_drafter_weight
 
 _MAX_LISTED = 40
-CONFIG_FIXES = {
-    "sglang": "Write a flat config with architectures ['LlamaForCausalLMEagle3'] (the speculators shim accepts only "
-    "'Eagle3Speculator'), draft_vocab_size, and aux ids in eagle_config.",
-    "vllm": "Write a flat LlamaForCausalLMEagle3 config or a speculators config with speculators_model_type.",
-    "eagle": "Write a flat Llama config with hidden_size, vocab_size and draft_vocab_size at top level.",
-    "speculators": "Convert with `speculators convert SRC --algorithm eagle3 --verifier TARGET --output-path DST`.",
-}
 
 
 def _listed(names: list[str]) -> list[str]:
@@ -73,31 +72,33 @@ def check_is_eagle3(ctx: Context) -> Iterator[Finding]:
 
 
 def check_config_readable(ctx: Context) -> Iterator[Finding]:
-    for name, load in ctx.loads.items():
+    for rules in ctx.engines:
+        load = ctx.loads[rules.name]
         if load.config_readable:
             continue
         # An engine that never reads this config layout (speculators vs a flat EAGLE config) is not a
         # target of this drafter unless the user named it: then it is an error, otherwise information.
-        foreign = ctx.cfg.style not in ENGINES[name].config_styles
+        foreign = ctx.cfg.style not in rules.config_styles
         severity = Severity.INFO if foreign and not ctx.explicit_engines else Severity.ERROR
         yield Finding(
             "CONFIG_UNREADABLE_BY_ENGINE",
             severity,
-            f"{ENGINES[name].display} cannot use this config: {load.config_problem}.",
-            engine=name,
+            f"{rules.display} ({rules.release}) cannot use this config: {load.config_problem}.",
+            engine=rules.name,
             evidence={
                 "problem": load.config_problem,
                 "config_style": ctx.cfg.style,
                 "architectures": ctx.cfg.architectures,
-                **ctx.evidence_base(name),
+                "drafter_class": rules.drafter_class,
+                **ctx.evidence_base(rules.name),
             },
-            fix=CONFIG_FIXES.get(name, "Write the config layout this engine reads."),
+            fix=rules.config_fix,
         )
 
 
 def check_key_fates(ctx: Context) -> Iterator[Finding]:
-    for name, load in ctx.loads.items():
-        rules = ENGINES[name]
+    for rules in ctx.engines:
+        name, load = rules.name, ctx.loads[rules.name]
         dropped = load.keys_with("dropped", "warned")
         if dropped:
             # A full-vocabulary drafter needs no map: an engine that deletes its d2t/t2d buffers loses nothing.
@@ -107,15 +108,21 @@ def check_key_fates(ctx: Context) -> Iterator[Finding]:
             ]
             verb = "ignores with a warning" if rules.unknown_keys == "warn" else "silently drops"
             layout = ctx.fmt.key_layout
+            renames = {k: alt for k in trained if (alt := loadable_spelling(rules, ctx.ckpt, ctx.cfg, k))}
             fix = None
-            if any(k.startswith("layers.") for k in trained) and name in ("sglang", "eagle"):
-                fix = f"Rename layers.0.* to midlayer.* (the names {rules.display} expects), in a copy of the checkpoint."
+            if renames:
+                first, alt = next(iter(renames.items()))
+                fix = (
+                    f"Rename {first} to {alt}"
+                    + (f" (and {len(renames) - 1} more the same way)" if len(renames) > 1 else "")
+                    + f": the names {rules.display} ({rules.release}) loads, in a copy of the checkpoint."
+                )
             elif trained:
                 fix = "Rename them to the engine's names (see the load report), or serve on an engine that uses them."
             yield Finding(
                 "KEYS_DROPPED_BY_ENGINE",
                 Severity.ERROR if trained else Severity.INFO,
-                f"{rules.display} {verb} {len(dropped)} tensor(s)"
+                f"{rules.display} ({rules.release}) {verb} {len(dropped)} tensor(s)"
                 + (
                     f", {len(trained)} of them trained drafter weights ({layout} layout)"
                     if trained
@@ -127,31 +134,41 @@ def check_key_fates(ctx: Context) -> Iterator[Finding]:
                     "dropped": _listed(dropped),
                     "count": len(dropped),
                     "trained": _listed(trained),
+                    "loadable_as": dict(list(renames.items())[:_MAX_LISTED]),
                     **ctx.evidence_base(name),
                 },
                 fix=fix,
             )
         rejected = load.keys_with("rejected")
         if rejected:
+            notes = {f.key: f.note for f in load.fates if f.action == "rejected"}
             yield Finding(
                 "KEYS_REJECTED_BY_ENGINE",
                 Severity.ERROR,
-                f"{rules.display} refuses to load {len(rejected)} tensor(s) it has no parameter for "
-                f"(e.g. {rejected[0]!r}); loading fails.",
+                f"{rules.display} ({rules.release}) refuses to load {len(rejected)} tensor(s) "
+                f"(e.g. {rejected[0]!r}: {notes[rejected[0]]}); loading fails.",
                 engine=name,
-                evidence={"rejected": _listed(rejected), "count": len(rejected), **ctx.evidence_base(name)},
+                evidence={
+                    "rejected": _listed(rejected),
+                    "count": len(rejected),
+                    "reasons": {k: notes[k] for k in rejected[:_MAX_LISTED]},
+                    **ctx.evidence_base(name),
+                },
                 fix="Remove them, or rename them to the engine's names (see the load report), in a copy of the checkpoint.",
             )
         if load.unfilled and load.config_readable:
+            unused_loaded = [f.key for f in load.fates if f.param in load.loaded_unused]
             yield Finding(
                 "PARAMS_UNFILLED",
                 Severity.ERROR,
-                f"{len(load.unfilled)} {rules.display} parameter(s) get no tensor from this checkpoint and stay at "
-                f"initialisation (e.g. {load.unfilled[0]!r}).",
+                f"{len(load.unfilled)} {rules.display} ({rules.release}) parameter(s) get no tensor from this "
+                f"checkpoint and stay at initialisation (e.g. {load.unfilled[0]!r}).",
                 engine=name,
                 evidence={
                     "unfilled": _listed(load.unfilled),
                     "count": len(load.unfilled),
+                    # loaded into parameters the engine never uses (e.g. SGLang's input_layernorm of layers >= 1)
+                    "loaded_but_unused": _listed(unused_loaded),
                     **ctx.evidence_base(name),
                 },
                 fix="Provide these tensors under the names the engine expects (see the load report's dropped keys).",
@@ -164,21 +181,33 @@ def check_layers(ctx: Context) -> Iterator[Finding]:
     if layers <= 1:
         return
     for rules in ctx.engines:
-        if rules.max_layers is not None and layers > rules.max_layers:
-            yield Finding(
-                "MULTI_LAYER_DRAFTER",
-                Severity.ERROR,
-                f"The drafter has {layers} decoder layers; {rules.display} builds {rules.max_layers}, so the "
-                "rest are dropped or the load fails.",
-                engine=rules.name,
-                evidence={
-                    "num_hidden_layers": configured,
-                    "layers_in_keys": ctx.fmt.decoder_layers,
-                    "engine_max_layers": rules.max_layers,
-                    **ctx.evidence_base(rules.name),
-                },
-                fix="Serve it on vLLM (multi-layer EAGLE-3) or retrain with one layer.",
-            )
+        if rules.max_layers is None or layers <= rules.max_layers:
+            continue
+        loud = rules.over_max is OverLimit.BUILD_ERROR and configured > rules.max_layers
+        effect = (
+            "its constructor raises at start-up"
+            if loud
+            else f"the other {layers - rules.max_layers} are dropped (or their keys rejected)"
+        )
+        builders = releases_building(layers)
+        yield Finding(
+            "MULTI_LAYER_DRAFTER",
+            Severity.ERROR,
+            f"The drafter has {layers} decoder layers; {rules.display} ({rules.release}) builds "
+            f"{rules.max_layers}: {effect}.",
+            engine=rules.name,
+            evidence={
+                "num_hidden_layers": configured,
+                "layers_in_keys": ctx.fmt.decoder_layers,
+                "engine_max_layers": rules.max_layers,
+                "loud": loud,
+                "releases_building_it": builders,
+                **ctx.evidence_base(rules.name),
+            },
+            fix=f"Serve it on a release that builds {layers} layers ({', '.join(builders)}), or retrain with one layer."
+            if builders
+            else "Retrain with one layer.",
+        )
 
 
 def check_vocab_sizes(ctx: Context) -> Iterator[Finding]:
@@ -210,33 +239,47 @@ def check_vocab_sizes(ctx: Context) -> Iterator[Finding]:
             "a mismatch usually means tensors from two different runs.",
         )
     if v is None and lm is not None and big_v is not None and lm[0] < big_v:
+        present = bool(cfg.fields.get("draft_vocab_size"))
         for rules in ctx.engines:
-            effect = (
-                "borrows the target's lm_head and ignores the trained draft head"
-                if rules.missing_draft_vocab_size == "target_head"
-                else "assumes draft_vocab_size = vocab_size and fails on the lm_head shape"
-            )
+            how = rules.null_draft_vocab_size if present else rules.missing_draft_vocab_size
+            effect = _DRAFT_VOCAB_EFFECT[how]
             yield Finding(
                 "DRAFT_VOCAB_SIZE_MISSING",
                 Severity.ERROR,
-                f"draft_vocab_size is missing while lm_head has {lm[0]} < {big_v} rows; "
-                f"{ENGINES[rules.name].display} {effect}.",
+                f"draft_vocab_size is {'null' if present else 'missing'} while lm_head has {lm[0]} < {big_v} rows; "
+                f"{rules.display} ({rules.release}) {effect}.",
                 engine=rules.name,
-                evidence={"lm_head_rows": lm[0], "vocab_size": big_v, **ctx.evidence_base(rules.name)},
+                evidence={
+                    "lm_head_rows": lm[0],
+                    "vocab_size": big_v,
+                    "key_present": present,
+                    "engine_behaviour": how.value,
+                    **ctx.evidence_base(rules.name),
+                },
                 fix=f"Set draft_vocab_size = {lm[0]} in config.json.",
             )
     if lm is None and ctx.reduced_vocab:
         for rules in ctx.engines:
+            head = ctx.loads[rules.name].param_fates.get("lm_head.weight")
+            if head in ("from_target",):
+                effect = (
+                    f"shares the target's [{ctx.target_vocab_size}, H] lm_head, whose logits do not fit the "
+                    f"{ctx.draft_vocab_size}-entry draft map (a shape error at the first draft step, read from the code)"
+                )
+            elif head == "verifier_if_nan":
+                effect = "leaves lm_head as uninitialised memory (copied from the verifier only when it happens to be NaN)"
+            else:
+                effect = "cannot borrow a full-vocabulary head for it: lm_head stays uninitialised"
             yield Finding(
                 "LM_HEAD_MISSING",
                 Severity.ERROR,
                 f"No lm_head.weight although the draft vocabulary ({ctx.draft_vocab_size}) is smaller "
-                f"than the target's ({ctx.target_vocab_size}); {rules.display} cannot borrow a "
-                "full-vocabulary head for it.",
+                f"than the target's ({ctx.target_vocab_size}); {rules.display} ({rules.release}) {effect}.",
                 engine=rules.name,
                 evidence={
                     "draft_vocab_size": ctx.draft_vocab_size,
                     "vocab_size": ctx.target_vocab_size,
+                    "engine_lm_head": head,
                     **ctx.evidence_base(rules.name),
                 },
                 fix="Ship the trained [draft_vocab_size, hidden] lm_head.weight.",
@@ -260,7 +303,7 @@ def check_tied_embeddings(ctx: Context) -> Iterator[Finding]:
         yield Finding(
             "TIED_EMBEDDINGS_ON_REDUCED_VOCAB",
             Severity.ERROR,
-            f"tie_word_embeddings is true: {rules.display} binds lm_head to the embedding, drops the "
+            f"tie_word_embeddings is true: {rules.display} ({rules.release}) binds lm_head to the embedding, drops the "
             f"trained [{ctx.draft_vocab_size}, H] head and produces {ctx.target_vocab_size}-wide logits "
             "that d2t cannot map.",
             engine=rules.name,
@@ -287,26 +330,33 @@ def check_embeddings(ctx: Context) -> Iterator[Finding]:
             evidence={"embed_tokens": list(emb), "hidden_size": h},
             fix="Ship the embedding of the target the drafter was trained with, or none.",
         )
-    for name, load in ctx.loads.items():
+    for rules in ctx.engines:
+        load = ctx.loads[rules.name]
         unfilled_embed = [p for p in load.unfilled if p.endswith("embed_tokens.weight")]
         if unfilled_embed:
             yield Finding(
                 "EMBED_TOKENS_PROBLEM",
                 Severity.ERROR,
-                f"target_hidden_size ({ht}) differs from hidden_size ({h}), so {ENGINES[name].display} "
+                f"target_hidden_size ({ht}) differs from hidden_size ({h}), so {rules.display} ({rules.release}) "
                 "keeps the checkpoint's embedding, and the checkpoint has none: it stays uninitialised.",
-                engine=name,
-                evidence={"hidden_size": h, "target_hidden_size": ht, **ctx.evidence_base(name)},
+                engine=rules.name,
+                evidence={"hidden_size": h, "target_hidden_size": ht, **ctx.evidence_base(rules.name)},
                 fix="Ship embed_tokens.weight [vocab_size, hidden_size] (the one used in training).",
             )
-        if name == "speculators" and emb is None and "embed_tokens.weight" in load.defaulted:
+        by_chance = [p for p in load.by_chance if p.endswith("embed_tokens.weight")]
+        if by_chance and emb is None:
             yield Finding(
                 "EMBED_TOKENS_PROBLEM",
-                Severity.WARNING,
-                "speculators checkpoints carry embed_tokens.weight; this one has none, and the loader "
-                "ignores its absence.",
-                engine=name,
-                evidence={**ctx.evidence_base(name)},
+                Severity.ERROR,
+                f"No embed_tokens.weight: {rules.display} ({rules.release}) leaves the embedding as freshly "
+                "allocated memory and copies the verifier's only when that memory happens to be NaN, which "
+                "under Transformers 5 it is not (seen: exact copies, ~1e21 values or zeros across identical runs).",
+                engine=rules.name,
+                evidence={
+                    "embed_tokens": None,
+                    "engine_fill": Fill.VERIFIER_IF_NAN.value,
+                    **ctx.evidence_base(rules.name),
+                },
                 fix="Ship the verifier's embed_tokens.weight (speculators freezes it by default).",
             )
 
@@ -315,29 +365,55 @@ def check_fc_width(ctx: Context) -> Iterator[Finding]:
     fc = ctx.shape("fc.weight")
     cfg = ctx.cfg
     h = cfg.hidden_size
-    ht = cfg.target_hidden_size or h
-    if fc is None or len(fc) != 2 or h is None or ht is None:
+    if fc is None or len(fc) != 2 or h is None:
         return
     for rules in ctx.engines:
-        ids, _, _ = aux_ids_read(rules, cfg)
-        k = len(ids) if (rules.aux_count_from_ids and ids) else 3
-        want = [h, k * ht]
+        width = fc_input_width(rules, cfg)
+        if width is None or not any(p.endswith("fc.weight") for p in ctx.loads[rules.name].param_fates):
+            continue  # the engine builds no fc for this config (use_aux_hidden_state: false on vLLM)
+        k, source = fc_count(rules, cfg)
+        want = [h, k * width]
+        evidence = {
+            "fc_shape": list(fc),
+            "expected": want,
+            "aux_states": k,
+            "aux_states_from": source,
+            "aux_state_width": width,
+            **ctx.evidence_base(rules.name),
+        }
         if list(fc) != want:
             yield Finding(
                 "FC_WIDTH_MISMATCH",
                 Severity.ERROR,
-                f"fc.weight is {list(fc)}; {rules.display} builds fc as {want} "
-                f"({k} aux states × target hidden {ht} → hidden {h}) and fails on the shape.",
+                f"fc.weight is {list(fc)}; {rules.display} ({rules.release}) builds fc as {want} "
+                f"({k} aux states from {source} × width {width} → hidden {h}) and fails on the shape.",
                 engine=rules.name,
-                evidence={
-                    "fc_shape": list(fc),
-                    "expected": want,
-                    "aux_states": k,
-                    "target_hidden_size": ht,
-                    **ctx.evidence_base(rules.name),
-                },
-                fix="Set target_hidden_size / the aux-layer ids to what the drafter was trained with.",
+                evidence=evidence,
+                fix="Write the aux-state count the drafter was trained with where this engine reads it "
+                f"({' or '.join(s.value for s in rules.fc_count_from) or 'nowhere: it always takes 3'}) "
+                "and target_hidden_size if the target is wider.",
             )
+            continue
+        buffer = buffer_count(rules, cfg)
+        if buffer is not None and buffer[0] != k:
+            yield Finding(
+                "FC_WIDTH_MISMATCH",
+                Severity.WARNING,
+                f"{rules.display} ({rules.release}) sizes the draft-input buffer for {buffer[0]} aux states "
+                f"(from {buffer[1]}) but fc takes {k}: the widths disagree at the first draft step "
+                "(read from the code, not run).",
+                engine=rules.name,
+                evidence={**evidence, "buffer_aux_states": buffer[0], "buffer_from": buffer[1]},
+                fix="Make the aux ids and num_aux_hidden_states agree (remove the stray top-level ids or write them nested).",
+            )
+
+
+_DRAFT_VOCAB_EFFECT = {
+    MissingDraftVocab.BUILD_ERROR: "fails at start-up (AttributeError: the key is read unconditionally)",
+    MissingDraftVocab.TARGET_HEAD: "borrows the target's lm_head and ignores the trained draft head",
+    MissingDraftVocab.VOCAB_SIZE: "assumes draft_vocab_size = vocab_size and fails on the lm_head shape",
+    MissingDraftVocab.DEFAULT_32000: "assumes its default 32000 and fails on the lm_head shape",
+}
 
 
 CHECKS = (

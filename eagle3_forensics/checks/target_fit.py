@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 
 from eagle3_forensics.checks.context import Context
-from eagle3_forensics.engines import ENGINES
 from eagle3_forensics.findings import Finding, Severity
 
 _ROPE_LEGACY = ("rope_theta", "rope_scaling")
@@ -78,7 +77,8 @@ def _embedding_equality(ctx: Context) -> Iterator[Finding]:
     if np.array_equal(a, b):
         return
     cos = _mean_row_cosine(a, b)
-    for engine in ctx.engine_names:
+    for rules in ctx.engines:
+        engine = rules.name
         load = ctx.loads[engine]
         fate = next((f.action for f in load.fates if f.key == name), None)
         if fate in ("loaded", "renamed"):  # the engine uses the stored copy
@@ -86,12 +86,12 @@ def _embedding_equality(ctx: Context) -> Iterator[Finding]:
                 "EMBED_TOKENS_PROBLEM",
                 Severity.WARNING,
                 f"The stored embedding differs from the target's (mean row cosine {cos:.3f} over the first "
-                f"{rows} rows) and {ENGINES[engine].display} uses the stored one.",
+                f"{rows} rows) and {rules.display} ({rules.release}) uses the stored one.",
                 engine=engine,
                 evidence={
                     "rows_compared": rows,
                     "mean_row_cosine": round(cos, 6),
-                    "engine_revision": ENGINES[engine].revision,
+                    **ctx.evidence_base(engine),
                 },
                 fix="If the embedding was frozen in training, ship the target's (or none); a random or "
                 "stale copy collapses acceptance.",
@@ -127,16 +127,16 @@ def check_rope(ctx: Context) -> Iterator[Finding]:
     has_legacy = cfg.get("rope_theta") is not None
     if has_new and not has_legacy:
         for rules in ctx.engines:
-            if rules.name in ("sglang", "eagle"):
+            if not rules.reads_rope_parameters:
                 yield Finding(
                     "ROPE_MISMATCH",
                     Severity.WARNING,
-                    f"RoPE is only in rope_parameters (Transformers 5); {rules.display} revisions that read "
-                    "only rope_theta/rope_scaling fall back to the Llama default theta 10000.",
+                    f"RoPE is only in rope_parameters (Transformers 5); {rules.display} ({rules.release}) reads "
+                    "only rope_theta/rope_scaling and falls back to the Llama default theta 10000.",
                     engine=rules.name,
                     evidence={
                         "rope_parameters": cfg.get("rope_parameters"),
-                        "engine_revision": rules.revision,
+                        **ctx.evidence_base(rules.name),
                     },
                     fix="Write rope_theta/rope_scaling at top level too (both forms).",
                 )

@@ -7,14 +7,24 @@ import sys
 from typing import Any
 
 from eagle3_forensics.cli.output import emit_json, error_dict
-from eagle3_forensics.engines import ENGINE_NAMES
+from eagle3_forensics.engines import ENGINE_NAMES, resolve_engines
+
+
+def engine_specs(values: list[str] | None) -> list[str] | str:
+    """``--engine`` values (repeatable, comma-separated) -> the specs diagnose takes ("all" when none)."""
+    specs = [s.strip() for v in values or [] for s in v.split(",") if s.strip()]
+    return specs or "all"
 
 
 def run(args: argparse.Namespace) -> int:
+    specs = engine_specs(args.engine)
+    # an unknown engine or release raises BadArgumentsError: one line (one JSON object), exit 2
+    resolve_engines(specs)
+
     from eagle3_forensics.checks.diagnose import diagnose  # heavy: numpy, safetensors, torch
     from eagle3_forensics.views.text import render_diagnosis  # heavy: numpy, safetensors, torch
 
-    d = diagnose(args.path, target=args.target, engines=args.engine)
+    d = diagnose(args.path, target=args.target, engines=specs)
     # unusable input: the error object, and (for pipelines written before it) the report members
     # with the one CHECKPOINT_UNREADABLE finding
     error = error_dict("UNUSABLE_INPUT", d.findings[0].message, str(args.path)) if d.unusable else None
@@ -27,12 +37,21 @@ def run(args: argparse.Namespace) -> int:
     return d.exit_code
 
 
+def _error_payload(args: argparse.Namespace, exc: BaseException) -> dict[str, Any]:
+    """The members a ``--json`` argument error still carries: what was asked."""
+    return {"checkpoint": args.path, "engines": engine_specs(args.engine)}
+
+
 def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     d = sub.add_parser("diagnose", help="run every static check on a drafter checkpoint")
     d.add_argument("path", help="drafter directory (config.json + weights)")
-    d.add_argument("--target", help="target model directory for cross-checks")
+    d.add_argument("--target", help="target model directory for cross-checks (its class picks the aux rule)")
     d.add_argument(
-        "--engine", default="all", choices=[*ENGINE_NAMES, "all"], help="engine to simulate (default: all)"
+        "--engine",
+        action="append",
+        metavar="ENGINE[==VERSION]",
+        help=f"engine release to simulate: {', '.join(ENGINE_NAMES)} (the newest release described) or "
+        "NAME==VERSION (e.g. sglang==0.5.11); repeat or comma-separate for several; default: all",
     )
     d.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    d.set_defaults(func=run, json_command="diagnose")
+    d.set_defaults(func=run, json_command="diagnose", json_error_payload=_error_payload)

@@ -6,10 +6,12 @@ import argparse
 from typing import Any
 
 from eagle3_forensics.cli.output import emit_json
-from eagle3_forensics.engines import ENGINE_NAMES
+from eagle3_forensics.engines import ENGINE_NAMES, resolve_release
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.engine != "reference":
+        resolve_release(args.engine)  # an unknown engine or release: BadArgumentsError, one line, exit 2
     from eagle3_forensics.probe.core import probe  # heavy: torch, transformers
     from eagle3_forensics.views.probe import render_probe  # heavy: torch
 
@@ -30,6 +32,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render_probe(result))
     return code
+
+
+def _error_payload(args: argparse.Namespace, exc: BaseException) -> dict[str, Any]:
+    """The members a ``--json`` argument error still carries: what was asked."""
+    return {"drafter": args.drafter, "engine": args.engine}
 
 
 def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -54,10 +61,11 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     pr.add_argument(
         "--engine",
         default="reference",
-        choices=["reference", *ENGINE_NAMES],
-        help="load the drafter as its writer meant it (reference) or as this engine would",
+        metavar="reference|ENGINE[==VERSION]",
+        help="load the drafter as its writer meant it (reference) or as this engine release would "
+        f"({', '.join(ENGINE_NAMES)}, e.g. sglang==0.5.11)",
     )
     pr.add_argument("--no-sweep", action="store_true", help="skip the aux-layer sweep")
     pr.add_argument("--no-teacher-forced", action="store_true", help="skip the teacher-forced estimate")
     pr.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    pr.set_defaults(func=run, json_command="probe")
+    pr.set_defaults(func=run, json_command="probe", json_error_payload=_error_payload)

@@ -14,6 +14,15 @@ from eagle3_forensics.views.server import render_server_probe
 SERVER_ENGINE_CHOICES = ("vllm", "sglang")
 
 
+def _server_engine(value: str) -> str:
+    name = value.partition("==")[0].strip().lower()
+    if name not in SERVER_ENGINE_CHOICES:
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {value!r} (choose from {', '.join(SERVER_ENGINE_CHOICES)}, optionally ==VERSION)"
+        )
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     from eagle3_forensics.probe.server.core import probe_server  # heavy: torch (via probe.core)
     from eagle3_forensics.probe.server.result import FAULT_CODES  # heavy: as above
@@ -57,7 +66,12 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     )
     ps.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8000")
     ps.add_argument(
-        "--engine", required=True, choices=list(SERVER_ENGINE_CHOICES), help="which engine serves URL"
+        "--engine",
+        required=True,
+        type=_server_engine,
+        metavar="ENGINE[==VERSION]",
+        help=f"which engine serves URL ({' or '.join(SERVER_ENGINE_CHOICES)}); judged by the release the server "
+        "reports (SGLang /server_info version, vLLM /version) unless ==VERSION names one",
     )
     ps.add_argument(
         "--prompts", required=True, help='.jsonl ({"prompt": ...} per line) or one prompt per line'

@@ -47,7 +47,11 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     rp = sub.add_parser("repair", help="write an engine-ready copy of a drafter (never modifies the source)")
     rp.add_argument("path", help="drafter directory (read only)")
     rp.add_argument(
-        "--engine", required=True, choices=list(REPAIRABLE_ENGINES), help="engine to make it ready for"
+        "--engine",
+        required=True,
+        metavar="ENGINE[==VERSION]",
+        help=f"engine release to make it ready for: {' or '.join(REPAIRABLE_ENGINES)} (the newest release "
+        "described) or NAME==VERSION (e.g. sglang==0.5.11)",
     )
     rp.add_argument("--out", required=True, help="output directory (must not exist unless --force)")
     rp.add_argument(

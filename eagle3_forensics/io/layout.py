@@ -31,7 +31,9 @@ DRAFTER_WEIGHT = re.compile(
     r"^(fc\.(weight|bias)|norm\.weight|lm_head\.weight|embed_tokens\.weight|input_norm\.weight"
     r"|fc_norm\.\d+\.weight|d2t|t2d"
     r"|(midlayer|layers\.\d+|midlayer\.\d+|additional_layers\.\d+)\."
-    r"(self_attn\.(q_proj|k_proj|v_proj|o_proj|qkv_proj|q_norm|k_norm)\.(weight|bias)"
+    r"(self_attn\.(q_proj|k_proj|v_proj|o_proj|qkv_proj|q_norm|k_norm"
+    r"|q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|q_a_layernorm|kv_a_layernorm"
+    r"|fused_qkv_a_proj_with_mqa|fused_qkv_a_proj)\.(weight|bias)"
     r"|mlp\.(gate_proj|up_proj|down_proj|gate_up_proj)\.weight"
     r"|(input_layernorm|hidden_norm|post_attention_layernorm)\.weight))$"
 )

@@ -51,13 +51,17 @@ from torch import nn
 from eagle3_forensics.checks.aux_layers import trained_ids
 from eagle3_forensics.checks.context import Context
 from eagle3_forensics.checks.norms import trained_flags
-from eagle3_forensics.engines import ENGINE_NAMES, ENGINES
+from eagle3_forensics.engines import ENGINE_NAMES, release_label, resolve_release, split_spec
 from eagle3_forensics.engines.rules import HF_DEFAULT_AUX, EngineRules
 from eagle3_forensics.engines.simulate import (
     LoadReport,
-    aux_ids_read,
+    aux_capture,
+    effective_draft_vocab,
     engine_flag,
     expected_params,
+    fc_count,
+    num_layers,
+    rules_for,
     simulate_load,
 )
 from eagle3_forensics.errors import UnusableInputError
@@ -475,6 +479,11 @@ class TargetFiles:
     vocab_size: int
     _info: Any = field(repr=False, default=None)
 
+    @property
+    def architecture(self) -> str | None:
+        archs = self._info.architectures if self._info is not None else []
+        return archs[0] if archs else None
+
     def embedding_weight(self) -> torch.Tensor | None:
         return None if self._info is None else self._info.embedding()
 
@@ -512,10 +521,12 @@ class DrafterView:
     ignored_keys: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     revision: str | None = None
+    release: str | None = None  # the engine release this view follows
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "engine": self.engine,
+            "release": self.release,
             "revision": self.revision,
             "family": self.family,
             "aux_ids_hf": self.aux_ids,
@@ -544,6 +555,24 @@ def canonical_name(name: str) -> str:
 
 
 _FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+
+
+_REST_LAYER = re.compile(r"^layers\.([1-9]\d*)\.(hidden_norm|input_layernorm)\.weight$")
+
+
+def _engine_role(name: str, rules: EngineRules) -> str | None:
+    """The canonical parameter an engine tensor plays (``None``: built but unused by the engine).
+
+    SGLang 0.5.12+ normalises the input of layers >= 1 with their ``hidden_norm`` (fused with the
+    residual) and never uses their ``input_layernorm``; the reference drafter's layers >= 1 have
+    one input norm, ``input_layernorm`` (vLLM / speculators semantics).
+    """
+    m = _REST_LAYER.match(name)
+    if m is None or rules.rest_layer_input_norm == "input_layernorm":
+        return name
+    if m.group(2) == rules.rest_layer_input_norm:
+        return f"layers.{m.group(1)}.input_layernorm.weight"
+    return None
 
 
 def _param_components(param: str, rules: EngineRules) -> list[str]:
@@ -623,10 +652,10 @@ def _reference_plan(
     trained = trained_flags(ctx)
     notes: list[str] = []
     nbr = trained.get("norm_before_residual")
-    if nbr is None:  # speculators config without the key: its trainer's default (vLLM assumes the same)
-        nbr = True
+    if cfg.style == "speculators" and not isinstance(cfg.at("top", "norm_before_residual"), bool):
         notes.append(
-            "norm_before_residual not stated in the speculators config: assumed true (trainer default)"
+            f"norm_before_residual not stated in the speculators config: {str(bool(nbr)).lower()}, "
+            "speculators' own default (vLLM's speculators reader assumes true)"
         )
     flags = {
         "norm_before_residual": bool(nbr),
@@ -690,16 +719,19 @@ def _engine_plan(
     raw: dict[str, torch.Tensor],
     target: TargetSide | None,
 ) -> _Plan:
-    report: LoadReport = simulate_load(rules, ckpt, cfg)
+    release = rules
+    rules = rules_for(release, cfg)
+    report: LoadReport = simulate_load(release, ckpt, cfg)
     params = expected_params(rules, cfg, report.conditions)
+    who = f"{rules.display} ({rules.release})"
     if not report.config_readable:
-        raise UnusableInputError(
-            f"{rules.display} would refuse this drafter at start-up: {report.config_problem}"
-        )
+        raise UnusableInputError(f"{who} would refuse this drafter at start-up: {report.config_problem}")
+    if report.build_errors:
+        raise UnusableInputError(f"{who} would fail to build this drafter: {report.build_errors[0]}")
     rejected = report.keys_with("rejected")
     if rejected:
         raise UnusableInputError(
-            f"{rules.display} would refuse this drafter at load (unknown key "
+            f"{who} would refuse this drafter at load (key "
             f"{rejected[0]!r}{f' and {len(rejected) - 1} more' if len(rejected) > 1 else ''})"
         )
 
@@ -716,8 +748,11 @@ def _engine_plan(
     tensors: dict[str, torch.Tensor] = {}
     from_ckpt, from_target, ignored = [], [], []
     for fate in report.fates:
-        name = canonical_name(fate.key)
-        if fate.action in ("loaded", "renamed", "fused", "consumed"):
+        role = _engine_role(canonical_name(fate.key), rules)
+        name = role or canonical_name(fate.key)
+        if fate.action in ("loaded", "renamed", "fused", "consumed") and role is None:
+            ignored.append(fate.key)  # loaded into a parameter the engine never uses
+        elif fate.action in ("loaded", "renamed", "fused", "consumed"):
             tensors[name] = raw[fate.key]
             from_ckpt.append(fate.key)
         elif fate.action == "overwritten":
@@ -739,39 +774,45 @@ def _engine_plan(
             if name == "d2t":
                 zeros.add(name)
             defaulted.append(name)
-    fresh = sorted({n for p in report.unfilled for n in _param_components(p, rules)})
+    fresh = sorted(
+        {r for p in report.unfilled for n in _param_components(p, rules) if (r := _engine_role(n, rules))}
+    )
 
     n_layers = target.num_layers if target is not None else None
-    ids, level, off = aux_ids_read(rules, cfg)
-    if ids is not None and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-        hf = [int(i) + off for i in ids]
+    arch = getattr(target, "architecture", None) if target is not None else None
+    reading = aux_capture(rules, cfg, arch, n_layers)
+    assumed = "; target class assumed" if reading.rule_assumed else ""
+    if reading.ids is not None and reading.captured is not None:
+        hf = list(reading.captured)
         field_name = (
             "eagle_config.eagle_aux_hidden_state_layer_ids"
-            if level == "eagle_config"
+            if reading.level == "eagle_config"
             else "eagle_aux_hidden_state_layer_ids"
         )
-        source = f"{field_name} read by {rules.display}" + (f" ({off:+d})" if off else " (as-is)")
+        source = f"{field_name} read by {who} ({reading.rule.describe()}{assumed})"
     else:
         if n_layers is None:
-            raise UnusableInputError(
-                f"{rules.display} uses its default aux layers: pass the target to resolve them"
-            )
-        hf = rules.aux_default(n_layers)
-        source = f"{rules.display} default {rules.aux_default_text()}"
+            raise UnusableInputError(f"{who} uses its default aux layers: pass the target to resolve them")
+        captured = reading.rule.capture(None, n_layers)
+        if captured is None:
+            raise UnusableInputError(f"{who} lets an external model choose the aux layers for this target")
+        hf = captured
+        source = f"{who} {reading.rule.describe()}{assumed}"
     flags = {f: engine_flag(rules, cfg, f) for f in ("norm_before_residual", "norm_before_fc", "fc_norm")}
     flags["norm_output"] = rules.norm_output_meaning == "post_norm_recurrence" and engine_flag(
         rules, cfg, "norm_output"
     )
     flags["final_norm"] = True  # engines always apply the final norm before lm_head
-    n_aux = len(hf) if rules.aux_count_from_ids else 3
-    layers = _int(cfg, "num_hidden_layers") or 1
-    if rules.max_layers is not None:
-        layers = min(layers, rules.max_layers)
-    v_cfg = _int(cfg, "draft_vocab_size")
-    if v_cfg is None and rules.missing_draft_vocab_size == "vocab_size":
-        v_cfg = _int(cfg, "vocab_size")
+    n_aux, _ = fc_count(rules, cfg)
+    if n_aux != len(hf):
+        raise UnusableInputError(
+            f"{who} captures {len(hf)} aux layers {hf} but builds fc for {n_aux} aux states: the draft step "
+            "fails on the shape"
+        )
+    layers = num_layers(rules, cfg)
+    v_cfg = effective_draft_vocab(rules, cfg)
     if "d2t" in tensors:
-        d2t_source = f"checkpoint d2t read as {rules.d2t_encoding} ({rules.display})"
+        d2t_source = f"checkpoint d2t read as {rules.d2t_encoding} ({who})"
     elif "d2t" in zeros:
         d2t_source = f"no d2t: {rules.missing_d2t}"
     else:
@@ -791,6 +832,7 @@ def _engine_plan(
         ignored_keys=sorted(ignored),
         notes=notes,
         revision=rules.revision,
+        release=release_label(rules),
     )
     if rules.d2t_encoding not in ("offsets", "absolute"):
         raise UnusableInputError(f"unknown d2t encoding {rules.d2t_encoding!r} in the {rules.name} table")
@@ -936,7 +978,7 @@ def load_drafter(
     header-first. Loud engine failures (a config the engine cannot parse, a key it rejects, a
     shape that does not fit) and unusable input raise :class:`UnusableInputError`.
     """
-    if engine not in VIEW_NAMES:
+    if engine != REFERENCE and split_spec(engine)[0] not in ENGINE_NAMES:
         raise UnusableInputError(f"unknown engine {engine!r}; choose from {', '.join(VIEW_NAMES)}")
     tside: TargetSide | None = target_files(target) if isinstance(target, (str, Path)) else target
     ckpt = open_checkpoint(path)
@@ -945,7 +987,7 @@ def load_drafter(
     if engine == REFERENCE:
         plan = _reference_plan(ckpt, cfg, raw, tside)
     else:
-        plan = _engine_plan(ENGINES[engine], ckpt, cfg, raw, tside)
+        plan = _engine_plan(resolve_release(engine), ckpt, cfg, raw, tside)
     spec = _spec(cfg, plan, tside)
     model = Eagle3Drafter(spec, plan.view.aux_ids)
     fresh_init(model, seed)

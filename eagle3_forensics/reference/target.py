@@ -119,6 +119,8 @@ class TargetModel:
             self.tokenizer = None
         cfg = self.model.config
         text = getattr(cfg, "text_config", None) or cfg
+        archs = getattr(self.model.config, "architectures", None) or []
+        self.architecture: str | None = str(archs[0]) if archs else None  # picks the engines' aux rule
         self.num_layers = int(text.num_hidden_layers)
         self.hidden_size = int(text.hidden_size)
         self.vocab_size = int(text.vocab_size)

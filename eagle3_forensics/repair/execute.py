@@ -42,7 +42,7 @@ from safetensors.torch import save_file
 
 from eagle3_forensics import __version__
 from eagle3_forensics.checks.diagnose import Diagnosis, diagnose
-from eagle3_forensics.engines import ENGINES
+from eagle3_forensics.engines import resolve_release
 from eagle3_forensics.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNUSABLE, UnusableInputError
 from eagle3_forensics.findings import Severity
 from eagle3_forensics.io.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, Checkpoint
@@ -388,7 +388,7 @@ def execute(plan: RepairPlan, dest: str | Path, *, force: bool = False) -> Repai
     cleaned = clean_stale_temp_dirs(d)
     tmp = d.parent / f".{d.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     tmp.mkdir()
-    display = ENGINES[plan.engine].display
+    display = _display(plan)
     try:
         fingerprint, src_hashes = _source_hashes(ckpt)
         new_hashes = _write_weights(plan, tmp)
@@ -404,7 +404,7 @@ def execute(plan: RepairPlan, dest: str | Path, *, force: bool = False) -> Repai
             shutil.copyfile(ckpt.path / name, tmp / name)
             _fsync_path(tmp / name)
 
-        verification = diagnose(tmp, target=plan.target, engines=[plan.engine])
+        verification = diagnose(tmp, target=plan.target, engines=[plan.spec or plan.engine])
         errors = [
             f
             for f in verification.findings
@@ -449,7 +449,8 @@ def execute(plan: RepairPlan, dest: str | Path, *, force: bool = False) -> Repai
             "tool_version": __version__,
             "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "engine": plan.engine,
-            "engine_revision": ENGINES[plan.engine].revision,
+            "engine_release": plan.release,
+            "engine_revision": resolve_release(plan.spec or plan.engine).revision,
             "source": {
                 "path": str(ckpt.path.resolve()),
                 "format": plan.diagnosis.format if plan.diagnosis else None,
@@ -496,7 +497,7 @@ def execute(plan: RepairPlan, dest: str | Path, *, force: bool = False) -> Repai
     verification.checkpoint = str(dest)
     n = len(plan.steps)
     msg = (
-        f"repaired for {display} and verified: {n} step(s) applied; diagnose --engine {plan.engine} finds no "
+        f"repaired for {display} and verified: {n} step(s) applied; diagnose --engine {plan.spec or plan.engine} finds no "
         f"error in {dest}"
         if n
         else f"already ready for {display}: copied to {dest} unchanged and verified (no error)"
@@ -504,10 +505,15 @@ def execute(plan: RepairPlan, dest: str | Path, *, force: bool = False) -> Repai
     return RepairResult("repaired", EXIT_OK, msg, plan, str(dest), verification, record)
 
 
+def _display(plan: RepairPlan) -> str:
+    rules = resolve_release(plan.spec or plan.engine)
+    return f"{rules.display} ({plan.release or rules.release})"
+
+
 def _refused(plan: RepairPlan) -> RepairResult:
     if plan.unusable is not None:
         return RepairResult("unusable", EXIT_UNUSABLE, plan.unusable, plan)
-    display = ENGINES[plan.engine].display
+    display = _display(plan)
     lines = [r.text() for r in plan.refusals]
     return RepairResult(
         "refused",
@@ -544,7 +550,7 @@ def repair(
     if not plan.ok:
         return _refused(plan)
     if dry_run:
-        display = ENGINES[engine].display
+        display = _display(plan)
         return RepairResult(
             "dry-run",
             EXIT_OK,

@@ -33,13 +33,14 @@ from eagle3_forensics.checks.aux_layers import trained_ids
 from eagle3_forensics.checks.context import Context
 from eagle3_forensics.checks.diagnose import Diagnosis
 from eagle3_forensics.checks.norms import trained_flags
-from eagle3_forensics.engines import ENGINES
-from eagle3_forensics.engines.rules import FROM_TARGET, TARGET_IF_ABSENT, EngineRules
+from eagle3_forensics.engines import ENGINES, release_label, resolve_release, split_spec
+from eagle3_forensics.engines.rules import FROM_TARGET, TARGET_IF_ABSENT, ConfigStyle, EngineRules
 from eagle3_forensics.engines.simulate import (
     conditions,
     engine_flag,
     expected_params,
     resolve_key,
+    rules_for,
     simulate_load,
 )
 from eagle3_forensics.errors import BadArgumentsError, ForensicsError, UnusableInputError
@@ -61,7 +62,6 @@ from eagle3_forensics.repair.policy import (
     CONFIG,
     DROP,
     FORMAT,
-    OUTPUT_STYLE,
     POLICY,
     PRECONDITION,
     RENAME,
@@ -151,6 +151,8 @@ class RepairPlan:
     engine: str
     target: str | None
     options: dict[str, Any]
+    release: str = ""  # the release the copy is made ready for (its label)
+    spec: str = ""  # the --engine spec naming that release again (verification, hints)
     steps: list[Step] = field(default_factory=list)
     refusals: list[Refusal] = field(default_factory=list)
     coverage: dict[str, dict[str, Any]] = field(default_factory=dict)  # source error code -> how handled
@@ -214,6 +216,8 @@ class RepairPlan:
         return {
             "source": self.source,
             "engine": self.engine,
+            "release": self.release,
+            "engine_spec": self.spec or self.engine,
             "target": self.target,
             "status": self.status,
             "options": self.options,
@@ -288,14 +292,20 @@ def _literal(pattern: str) -> str | None:
 
 
 def _layout_renames() -> list[tuple[str, str]]:
-    """Every engine's key renames and their inverses: the spellings a tensor name can take."""
-    out: list[tuple[str, str]] = []
+    """Every engine's layer renames and their inverses: the spellings a tensor name can take."""
+    out: list[tuple[str, str]] = [
+        (r"^midlayer\.", "layers.0."),
+        (r"^layers\.0\.", "midlayer."),
+        (r"^midlayer\.(\d+)\.", r"layers.\1."),
+        (r"^layers\.(\d+)\.", r"midlayer.\1."),
+    ]
     for rules in ENGINES.values():
         for rule in rules.renames:
-            out.append((rule.pattern, rule.target))
             src = _literal(rule.pattern)
-            if src is not None:
-                out.append(("^" + re.escape(rule.target), src))
+            if src is None or "layer" not in src:
+                continue  # only anchored layer-prefix renames are spellings of the same tensor
+            out.append((rule.pattern, rule.target))
+            out.append(("^" + re.escape(rule.target), src))
     return out
 
 
@@ -316,8 +326,9 @@ def _spellings(key: str) -> list[str]:
 
 
 def _canonical(rules: EngineRules, name: str) -> str:
+    name = name.removeprefix("model.")
     for rule in rules.renames:
-        name = re.sub(rule.pattern, rule.target, name.removeprefix("model."), count=1)
+        name = rule.regex.sub(rule.target, name, count=rule.count)
     return name.removeprefix("model.")
 
 
@@ -368,8 +379,9 @@ class _Planner:
     ) -> None:
         self.plan = plan
         self.ctx = ctx
-        self.rules = ENGINES[plan.engine]
-        self.display = self.rules.display
+        self.release = ctx.releases[0]
+        self.rules = ctx.rules(plan.engine)
+        self.display = f"{self.rules.display} ({self.rules.release})"
         self.data_path = rebuild_vocab_from
         self.trust = trust
         self.cfg = ctx.cfg
@@ -404,7 +416,10 @@ class _Planner:
     # -- config --------------------------------------------------------------------------------------
     def build_config(self) -> dict[str, Any]:
         raw = copy.deepcopy(self.ctx.ckpt.config)
-        flatten = OUTPUT_STYLE[self.plan.engine] == "flat" and self.cfg.style == "speculators"
+        # a release that reads no speculators config gets the flat config of its model class
+        flatten = (
+            self.cfg.style == "speculators" and ConfigStyle.SPECULATORS not in self.release.config_styles
+        )
         if flatten:
             out = self._flatten(raw)
         else:
@@ -438,9 +453,32 @@ class _Planner:
             )
         for text in changes:
             self.step(CONFIG, text, fixes=("ROPE_MISMATCH",), keys=["rope"])
+        self._aux_enabled(out)
         self._aux(out)
         self._norms(out)
         return out
+
+    def _aux_enabled(self, out: dict[str, Any]) -> None:
+        """fc trained over k aux states needs them captured: drop use_aux_hidden_state: false."""
+        fc = self.ctx.shape("fc.weight")
+        ht = self.cfg.target_hidden_size or self.cfg.hidden_size
+        if fc is None or len(fc) != 2 or not ht or fc[1] < 2 * ht:
+            return
+        for holder_name, holder in (
+            (EAGLE, out.get(EAGLE)),
+            (f"{LAYER}.{EAGLE}", (out.get(LAYER) or {}).get(EAGLE)),
+        ):
+            if isinstance(holder, dict) and holder.get("use_aux_hidden_state") is False:
+                del holder["use_aux_hidden_state"]
+                self.step(
+                    CONFIG,
+                    f"removed {holder_name}.use_aux_hidden_state = false: fc.weight {list(fc)} was trained over "
+                    f"{fc[1] // ht} aux states, which {self.display} captures only when it is true (the default)",
+                    fixes=("AUX_HIDDEN_STATE_DISABLED", "FC_WIDTH_MISMATCH"),
+                    keys=[f"{holder_name}.use_aux_hidden_state"],
+                )
+        if isinstance(out.get(EAGLE), dict) and not out[EAGLE]:
+            del out[EAGLE]
 
     def _flatten(self, raw: dict[str, Any]) -> dict[str, Any]:
         """speculators config -> the flat LlamaForCausalLMEagle3 config SGLang's model class reads."""
@@ -490,17 +528,8 @@ class _Planner:
                 f"{self.display} does not implement; a flat config cannot carry them",
                 POLICY["NORM_FLAGS_UNSUPPORTED"].options,
             )
-        if raw.get("norm_before_residual") is None:
-            self.refuse(
-                PRECONDITION,
-                "the speculators config does not say norm_before_residual; speculators trains with true "
-                f"by default, which {self.display} does not implement, so converting would guess",
-                [
-                    "if the drafter was trained with norm_before_residual false, write that into a copy of "
-                    "config.json and repair the copy",
-                    _SERVE_VLLM,
-                ],
-            )
+        # A speculators config without norm_before_residual was trained with speculators' default, false
+        # (config.py in every release): the residual before hidden_norm, which is what a flat config means.
         dropped_flags = [f"{k}={str(v).lower()}" for k, v in flags.items() if v is False]
         self.step(
             CONFIG,
@@ -560,36 +589,39 @@ class _Planner:
         hf, level = trained_ids(self.ctx)
         if hf is None:
             return  # trainer default: the same physical layers on every engine
-        fixes = ("AUX_LAYER_IDS_IGNORED_BY_ENGINE", "AUX_LAYER_IDS_CONVENTION_SHIFT")
+        fixes = ("AUX_LAYER_IDS_IGNORED_BY_ENGINE", "AUX_LAYER_IDS_CONVENTION_SHIFT", "AUX_LAYER_IDS_INVALID")
         src_field = f"{'eagle_config.' if level == EAGLE else ''}{AUX_FIELD}"
-        reads = [s for s in self.rules.aux_sources]
-        if not reads:
+        rules = rules_for(self.release, DrafterConfig(out))
+        reading = self.ctx.aux(self.plan.engine)
+        rule, n = reading.rule, self.ctx.target_layers
+        # write where every runner of the release reads (a runner-only level is not relied on)
+        write_levels = [s.level for s in rules.aux_sources if not s.runners]
+        if not write_levels or not rule.reads_drafter:
             return
-        write_levels = {s.level: s.hf_offset for s in reads}
-        for lvl, off in write_levels.items():
-            stored = [i - off for i in hf]
-            if min(stored) < 0:
-                self.refuse(
-                    PRECONDITION,
-                    f"the trained aux layers (HF {hf}) include one that {self.display}'s "
-                    f"{'nested ' if lvl == EAGLE else ''}field cannot express (it adds {off})",
-                    [_SERVE_VLLM],
-                )
-                return
+        stored = rule.stored_for(hf, n)
+        if stored is None:
+            self.refuse(
+                PRECONDITION,
+                f"the trained aux layers (HF {hf}) cannot be written so that {self.display} captures them "
+                f"on this target ({rule.describe()})",
+                [_SERVE_VLLM],
+            )
+            return
+        assumed = " (no --target: the target class's rule assumed)" if reading.rule_assumed else ""
+        for lvl in write_levels:
             holder = out if lvl == TOP else out.setdefault(EAGLE, {})
             if holder.get(AUX_FIELD) != stored:
                 holder[AUX_FIELD] = stored
                 where = AUX_FIELD if lvl == TOP else f"eagle_config.{AUX_FIELD}"
-                conv = "uses them as-is" if off == 0 else f"adds {off}"
                 self.step(
                     CONFIG,
-                    f"{where} = {stored} ({self.display} {conv}: HF layers {hf}, as trained; "
-                    f"from {src_field})",
+                    f"{where} = {stored} ({self.display}: {rule.describe()}{assumed}: HF layers {hf}, as "
+                    f"trained; from {src_field})",
                     fixes=fixes,
                     keys=[where],
                 )
-        # The ids live in one place, in this engine's convention: a field it does not read is removed, so no
-        # other revision or plugin can read it in the wrong convention.
+        # The ids live in one place, in this engine's convention: a field it does not read (or reads only
+        # under one runner) is removed, so no other revision or runner can read it in the wrong convention.
         removed = []
         if TOP not in write_levels and AUX_FIELD in out:
             del out[AUX_FIELD]
@@ -611,21 +643,23 @@ class _Planner:
         if removed:
             self.step(
                 CONFIG,
-                f"removed {', '.join(removed)}: {self.display} does not read it; the ids now live "
-                f"only where {self.display} reads them, in its convention (another reader would shift them)",
+                f"removed {', '.join(removed)}: {self.display} does not read it everywhere; the ids now live "
+                f"only where it reads them, in its convention (another reader would shift them)",
                 fixes=fixes,
                 keys=removed,
             )
 
     def _norms(self, out: dict[str, Any]) -> None:
-        if not self.rules.norm_flags:
-            return
         trained = trained_flags(self.ctx)
         view = DrafterConfig(out)
+        rules = rules_for(self.release, view)
+        if not rules.norm_flags:
+            return
         for flag, value in trained.items():
-            if not isinstance(value, bool) or flag not in self.rules.norm_flags:
+            spec = rules.norm_flag(flag)
+            if not isinstance(value, bool) or spec is None:
                 continue
-            if engine_flag(self.rules, view, flag) == value:
+            if engine_flag(rules, view, flag) == value:
                 continue
             fixes = ("NORM_FLAGS_UNSUPPORTED", "NORM_OUTPUT_MEANING_CLASH")
             if view.style == "flat" and flag == "norm_output" and value is False:
@@ -640,16 +674,22 @@ class _Planner:
                     keys=["norm_output"],
                 )
             else:
+                # write it at the first level the class reads it from (that one wins)
                 nested = out.get(EAGLE)
-                holder = nested if isinstance(nested, dict) and flag in nested else out
+                if spec.levels[0] == EAGLE:
+                    holder = out.setdefault(EAGLE, {}) if not isinstance(nested, dict) else nested
+                else:
+                    holder = out
                 holder[flag] = value
+                where = flag if holder is out else f"eagle_config.{flag}"
                 self.step(
                     CONFIG,
-                    f"{flag} = {str(value).lower()} (the trained value, where {self.display} reads it)",
+                    f"{where} = {str(value).lower()} (the trained value, where {self.display} reads it)",
                     fixes=fixes,
                     keys=[flag],
                 )
             view = DrafterConfig(out)
+            rules = rules_for(self.release, view)
 
     # -- vocabulary ------------------------------------------------------------------------------------
     def build_vocab(self, out_cfg: dict[str, Any]) -> None:
@@ -831,24 +871,26 @@ class _Planner:
 
     # -- tensors -------------------------------------------------------------------------------------
     def build_tensors(self, out_cfg: dict[str, Any]) -> None:
-        ctx, rules = self.ctx, self.rules
+        ctx = self.ctx
         view = DrafterConfig(out_cfg)
+        rules = rules_for(self.release, view)
         names = set(ctx.ckpt.tensors) | set(self.new_tensors)
         cond = conditions(rules, view, names)
         params = expected_params(rules, view, cond)
+        present = frozenset(names)
         hidden = view.hidden_size
         renames: dict[str, str] = {}
         canon: dict[str, str] = {}
         for key in sorted(names):
             fate, out_name = None, key
             for cand in _spellings(key):
-                f = resolve_key(rules, cand, cond, params)
+                f = resolve_key(rules, cand, cond, params, present)
                 if f.action in _USED:
                     fate, out_name = f, cand
                     break
             info = ctx.ckpt.tensors.get(key)
             if fate is None:
-                f = resolve_key(rules, key, cond, params)
+                f = resolve_key(rules, key, cond, params, present)
                 harmless = not is_drafter_weight(key) or (
                     key.removeprefix("model.") in ("d2t", "t2d") and not ctx.reduced_vocab
                 )
@@ -944,8 +986,9 @@ class _Planner:
     def ship_missing(self, out_cfg: dict[str, Any]) -> None:
         """Add tensors the engine must find in the checkpoint and the target can supply (the embedding)."""
         vck = self.virtual(out_cfg)
-        load = simulate_load(self.rules, vck, DrafterConfig(out_cfg))
         view = DrafterConfig(out_cfg)
+        rules = rules_for(self.release, view)
+        load = simulate_load(rules, vck, view)
         for param in load.unfilled:
             if not param.endswith("embed_tokens.weight"):
                 continue
@@ -976,7 +1019,7 @@ class _Planner:
                     c
                     for c in _spellings("embed_tokens.weight")
                     if resolve_key(
-                        self.rules, c, load.conditions, expected_params(self.rules, view, load.conditions)
+                        rules, c, load.conditions, expected_params(rules, view, load.conditions)
                     ).param
                     == param
                 ),
@@ -1022,11 +1065,18 @@ def _rename_summary(renames: dict[str, str]) -> str:
 # -- plan ---------------------------------------------------------------------------------------------
 
 
-def _check_engine(engine: str) -> None:
-    if engine not in REPAIRABLE_ENGINES:
+def _check_engine(engine: str) -> EngineRules:
+    """The release an ``--engine`` spec names (``sglang``, ``sglang==0.5.11``, ``vllm``)."""
+    name, _ = split_spec(engine)
+    if name not in REPAIRABLE_ENGINES:
         raise RepairArgumentError(
-            f"repair targets one serving engine: {' or '.join(REPAIRABLE_ENGINES)}, not {engine!r}"
+            f"repair targets one serving engine: {' or '.join(REPAIRABLE_ENGINES)} (optionally ==VERSION), "
+            f"not {engine!r}"
         )
+    try:
+        return resolve_release(engine)
+    except BadArgumentsError as exc:
+        raise RepairArgumentError(str(exc)) from None
 
 
 def _check_trust(trust: str | None, rebuild_vocab_from: str | Path | None) -> None:
@@ -1050,14 +1100,20 @@ def repair_plan(
     from; ``rebuild_vocab_from`` is a token-id file (see :mod:`eagle3_forensics.vocab.inputs`) to rebuild
     both. Unreadable input gives a plan whose :attr:`RepairPlan.unusable` says why.
     """
-    _check_engine(engine)
+    release = _check_engine(engine)
     _check_trust(trust, rebuild_vocab_from)
     options = {
         "target": None if target is None else str(target),
         "rebuild_vocab_from": None if rebuild_vocab_from is None else str(rebuild_vocab_from),
         "trust": trust,
     }
-    plan = RepairPlan(str(src), engine, options["target"], options)
+    spec = (
+        engine if release.requested is None or not release.pinned else f"{release.name}=={release.requested}"
+    )
+    plan = RepairPlan(
+        str(src), release.name, options["target"], options, release=release_label(release), spec=spec
+    )
+    engine = release.name
     if rebuild_vocab_from is not None and not Path(rebuild_vocab_from).is_file():
         plan.unusable = f"token-id file not found: {rebuild_vocab_from}"
         return plan
@@ -1068,16 +1124,18 @@ def repair_plan(
         plan.unusable = str(exc)
         return plan
     plan._ckpt, plan._target_info = ckpt, tinfo
-    ctx = Context(ckpt, tinfo, engine_names=[engine], explicit_engines=True)
+    ctx = Context(ckpt, tinfo, explicit_engines=True, releases=[release])
     try:
         findings = sort_findings(run_checks(ctx))
     except UnusableInputError as exc:
         plan.unusable = str(exc)
         return plan
-    plan.diagnosis = Diagnosis(str(src), ctx.fmt.label, [engine], findings, ctx.loads, ctx.fmt, tinfo)
+    plan.diagnosis = Diagnosis(
+        str(src), ctx.fmt.label, [engine], findings, ctx.loads, ctx.fmt, tinfo, releases=ctx.releases_judged()
+    )
     plan.config_before = copy.deepcopy(ckpt.config)
     plan.config_after = copy.deepcopy(ckpt.config)
-    display = ENGINES[engine].display
+    display = f"{release.display} ({release.release})"
 
     errors = plan.source_errors()
     for f in errors:
@@ -1113,7 +1171,7 @@ def repair_plan(
     _plan_files(plan, ckpt)
     if not plan.refusals:
         vck = planner.virtual(out_cfg)
-        vctx = Context(vck, tinfo, engine_names=[engine], explicit_engines=True)
+        vctx = Context(vck, tinfo, explicit_engines=True, releases=[release])
         plan.predicted = sort_findings(run_checks(vctx))
     _cover(plan, display)
     return plan

@@ -13,11 +13,11 @@ from typing import Any
 
 from eagle3_forensics.findings import CATALOGUE, SERVER_CATALOGUE, Finding
 
+# The serving engines repair makes a copy ready for (any described release: ``--engine sglang==0.5.11``).
+# The config layout written follows the release table: one that reads no speculators config (every
+# SGLang release up to 0.5.23) gets the flat config of its model class; vLLM reads both layouts, so
+# the source's layout is kept.
 REPAIRABLE_ENGINES: tuple[str, ...] = ("sglang", "vllm")
-# The config layout written for each engine: SGLang gets the flat LlamaForCausalLMEagle3 config its
-# model class reads (its speculators shim accepts only one architecture name and translates neither
-# aux ids nor names); vLLM reads both layouts, so the source's layout is kept.
-OUTPUT_STYLE: dict[str, str] = {"sglang": "flat", "vllm": "keep"}
 
 # -- step kinds ---------------------------------------------------------------------------------------
 
@@ -273,6 +273,12 @@ POLICY: dict[str, Policy] = {
         (CONFIG,),
         "the trained aux-layer ids cannot be expressed where {engine} reads them",
         ("check the trained ids with the probe's aux sweep and write them by hand",),
+    ),
+    "AUX_HIDDEN_STATE_DISABLED": Policy(
+        FIX,
+        (CONFIG,),
+        "use_aux_hidden_state could not be re-enabled in the config",
+        ("remove eagle_config.use_aux_hidden_state from a copy of config.json",),
     ),
     # Fixable only when the engine implements the variant and merely reads another value ("mismatched");
     # a variant the engine does not implement is refused before planning, whatever the conversion does.

@@ -24,6 +24,8 @@ def _lines_for_steps(steps: list[Step]) -> Iterator[str]:
 
 def render_plan(plan: RepairPlan) -> str:
     display = ENGINES[plan.engine].display if plan.engine in ENGINES else plan.engine
+    if plan.release:
+        display = f"{display} ({plan.release})"
     out = [f"repair:   {plan.source} for {display}"]
     if plan.unusable is not None:
         out.append(f"unusable: {plan.unusable}")

@@ -27,7 +27,7 @@ def render_finding(f: Finding) -> str:
     engine = f" [{f.engine}]" if f.engine else ""
     lines = [f"{f.severity.value.upper():7} {f.code}{engine}", f"        {f.message}"]
     if f.evidence:
-        ev = {k: v for k, v in f.evidence.items() if k != "engine_revision"}
+        ev = {k: v for k, v in f.evidence.items() if k not in ("engine_revision", "engine_release")}
         if ev:
             lines.append(f"        evidence: {_compact(ev)}")
     if f.fix:
@@ -41,6 +41,11 @@ def render_diagnosis(d: Diagnosis) -> str:
         f"checkpoint: {d.checkpoint}",
         f"format:     {d.format}",
         f"engines:    {', '.join(d.engines)}",
+        *(
+            [f"judged by:  {'; '.join(d.releases[e] for e in d.engines if e in d.releases)}"]
+            if d.releases
+            else []
+        ),
         f"verdict:    {d.verdict().upper()}  ({counts['error']} error, {counts['warning']} warning, "
         f"{counts['info']} info)",
     ]
@@ -53,7 +58,13 @@ def render_diagnosis(d: Diagnosis) -> str:
         for name, load in d.loads.items():
             c = load.counts()
             used = c["loaded"] + c["renamed"] + c["fused"]
-            status = "config OK" if load.config_readable else "CONFIG UNREADABLE"
+            status = (
+                "CONFIG UNREADABLE"
+                if not load.config_readable
+                else "BUILD FAILS"
+                if load.build_errors
+                else "config OK"
+            )
             out.append(
                 f"  {name:12} {used:4} used · {c['overwritten']:2} from target · "
                 f"{c['dropped'] + c['warned']:3} dropped · {c['rejected']:3} rejected · "

@@ -138,19 +138,21 @@ def load_summary_table(diagnosis: Diagnosis) -> pd.DataFrame:
         rows.append(
             {
                 "engine": name,
+                "release": diagnosis.releases.get(name, load.release),
                 "verdict": diagnosis.verdict(name),
                 "used": c["loaded"] + c["renamed"] + c["fused"] + c["consumed"],
                 "dropped": c["dropped"] + c["warned"],
                 "rejected": c["rejected"],
                 "overwritten by target": c["overwritten"],
                 "unfilled params": c["unfilled"],
-                "config problem": visible(load.config_problem or ""),
+                "config problem": visible(load.config_problem or "; ".join(load.build_errors)),
             }
         )
     return pd.DataFrame(
         rows,
         columns=[
             "engine",
+            "release",
             "verdict",
             "used",
             "dropped",

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from eagle3_forensics.checks.diagnose import Diagnosis, diagnose, inspect_checkpoint
-from eagle3_forensics.engines import ENGINES
 from eagle3_forensics.engines.simulate import ACTIONS
 from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.views.html import esc, table_html, visible
@@ -439,7 +438,6 @@ def engine_maps(diagnosis: Diagnosis, d2t: Any | None, draft_vocab_size: int | N
     v = draft_vocab_size if draft_vocab_size is not None else (None if d2t is None else int(d2t.numel()))
     stored = None if d2t is None else np.asarray(d2t.reshape(-1).to("cpu").numpy(), dtype=np.int64)
     for name, load in diagnosis.loads.items():
-        rules = ENGINES.get(name)
         if not load.config_readable:
             out.append(EngineMap(name, None, f"refuses the config ({load.config_problem or 'unreadable'})"))
             continue
@@ -452,13 +450,13 @@ def engine_maps(diagnosis: Diagnosis, d2t: Any | None, draft_vocab_size: int | N
             for f in load.fates
         )
         if used and stored is not None:
-            absolute = rules is not None and rules.d2t_encoding == "absolute"
+            absolute = load.d2t_encoding == "absolute"
             targets = stored.copy() if absolute else stored + np.arange(stored.shape[0], dtype=np.int64)
             out.append(
                 EngineMap(name, targets, "reads d2t as " + ("absolute ids" if absolute else "offsets"))
             )
         elif v is not None:
-            why = rules.missing_d2t if rules is not None else "identity"
+            why = load.missing_d2t
             out.append(EngineMap(name, np.arange(v, dtype=np.int64), f"no d2t used: {why}"))
         else:
             out.append(EngineMap(name, None, "draft vocabulary size unknown"))

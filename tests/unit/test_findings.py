@@ -36,7 +36,8 @@ from eagle3_forensics.findings import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-ALL = frozenset({"sglang", "vllm", "eagle"})  # engines that read a flat config
+ALL = frozenset({"sglang", "vllm", "eagle", "tensorrt_llm"})  # engines that read a flat config
+OLD_SGLANG = ["sglang==0.5.11", "vllm", "eagle", "tensorrt_llm"]  # the flat-config engines, SGLang <= 0.5.11
 SAME = "same"
 
 
@@ -114,13 +115,33 @@ CASES: list[Case] = [
         run=["sglang", "vllm", "eagle"],
     ),
     Case(
-        "config_speculators_draftmodel",
+        # no SGLang release up to 0.5.23 reads a speculators config ("Unrecognized model") [real loader]
+        "config_speculators_on_sglang",
         "CONFIG_UNREADABLE_BY_ENGINE",
         "error",
         frozenset({"sglang"}),
         base="speculators",
-        bad={"architectures": ["Eagle3DraftModel"]},
+        good_base="flat",
         run=["sglang", "vllm", "speculators"],
+        strict_negative=False,
+    ),
+    Case(
+        # the Llama class reads config.draft_vocab_size unconditionally: AttributeError [real loader]
+        "config_sglang_needs_draft_vocab_size_key",
+        "CONFIG_UNREADABLE_BY_ENGINE",
+        "error",
+        frozenset({"sglang"}),
+        bad={"draft_vocab_size_in_config": False},
+        run=["sglang"],
+    ),
+    Case(
+        # vLLM rewrites a deepseek_v3 draft to its MTP model, which eagle3 rejects [real loader]
+        "config_vllm_deepseek_v3_mtp",
+        "CONFIG_UNREADABLE_BY_ENGINE",
+        "error",
+        frozenset({"vllm"}),
+        bad={"model_type": "deepseek_v3"},
+        run=["vllm"],
     ),
     Case(
         "config_eagle_needs_draft_vocab_size",
@@ -147,17 +168,19 @@ CASES: list[Case] = [
         strict_negative=False,
     ),
     Case(
+        # layers.0.* : SGLang <= 0.5.11 and the EAGLE reference drop them; 0.5.12+ maps midlayer -> layers.0
         "dropped_layers_prefix",
         "KEYS_DROPPED_BY_ENGINE",
         "error",
         frozenset({"sglang", "eagle"}),
         bad={"layout": "layers"},
+        run=OLD_SGLANG,
     ),
     Case(
         "dropped_input_norm",
         "KEYS_DROPPED_BY_ENGINE",
         "error",
-        frozenset({"sglang", "eagle"}),
+        frozenset({"sglang", "eagle", "tensorrt_llm"}),
         bad={"input_norm_key": True},
     ),
     Case(
@@ -204,6 +227,7 @@ CASES: list[Case] = [
         "error",
         frozenset({"sglang", "eagle"}),
         bad={"layout": "layers"},
+        run=OLD_SGLANG,
     ),
     Case(
         "unfilled_input_norm",
@@ -216,11 +240,13 @@ CASES: list[Case] = [
         run=["vllm", "speculators"],
     ),
     Case(
+        # SGLang <= 0.5.11 raises "EAGLE3 currently only supports 1 layer"; 0.5.12+ builds them
         "multi_layer_config",
         "MULTI_LAYER_DRAFTER",
         "error",
         frozenset({"sglang", "eagle"}),
         bad={"num_hidden_layers": 2},
+        run=OLD_SGLANG,
     ),
     Case(
         "multi_layer_keys",
@@ -228,14 +254,17 @@ CASES: list[Case] = [
         "error",
         frozenset({"sglang", "eagle"}),
         bad={"extra_layers": 1},
+        run=OLD_SGLANG,
     ),
     Case(
+        # vLLM 0.10.2 built one layer
         "multi_layer_speculators",
         "MULTI_LAYER_DRAFTER",
         "error",
-        frozenset({"sglang"}),
+        frozenset({"vllm"}),
         base="speculators",
         bad={"num_hidden_layers": 2, "extra_layers": 1},
+        run=["vllm==0.10.2", "speculators"],
     ),
     Case(
         "lm_head_missing",
@@ -257,14 +286,15 @@ CASES: list[Case] = [
         "embed_absent_target_hidden_differs",
         "EMBED_TOKENS_PROBLEM",
         "error",
-        frozenset({"sglang", "eagle"}),
+        ALL,
         bad={"target_hidden_size": 48},
         good={"target_hidden_size": 48, "embed": "target"},
     ),
     Case(
+        # speculators under Transformers 5: uninitialised memory, copied from the verifier only if NaN
         "embed_absent_speculators",
         "EMBED_TOKENS_PROBLEM",
-        "warning",
+        "error",
         frozenset({"speculators"}),
         base="speculators",
         bad={"embed": "absent"},
@@ -415,10 +445,11 @@ CASES: list[Case] = [
         bad={"config_draft_vocab_size": 30},
     ),
     Case(
+        # SGLang fails to build instead (CONFIG_UNREADABLE_BY_ENGINE), the EAGLE reference requires the key
         "draft_vocab_size_missing",
         "DRAFT_VOCAB_SIZE_MISSING",
         "error",
-        frozenset({"sglang", "vllm"}),
+        frozenset({"vllm", "tensorrt_llm"}),
         bad={"draft_vocab_size_in_config": False},
     ),
     Case(
@@ -431,12 +462,21 @@ CASES: list[Case] = [
     ),
     Case("fc_width_four_states", "FC_WIDTH_MISMATCH", "error", ALL, bad={"fc_in": 4 * 32}),
     Case(
+        # top-level ids size no Llama-class fc (vLLM included: only num_aux_hidden_states / nested ids) [real]
         "fc_width_four_ids",
         "FC_WIDTH_MISMATCH",
         "error",
-        frozenset({"sglang", "eagle"}),
+        ALL,
         bad={"fc_in": 4 * 32, "aux_top": [2, 3, 4, 5]},
         good={"aux_top": [2, 4, 5]},
+    ),
+    Case(
+        "fc_width_four_nested_ids",
+        "FC_WIDTH_MISMATCH",
+        "error",
+        frozenset({"sglang", "eagle", "tensorrt_llm"}),
+        bad={"fc_in": 4 * 32, "aux_nested": [1, 2, 3, 4]},
+        run=OLD_SGLANG,
     ),
     Case(
         "fc_width_target_hidden",
@@ -493,26 +533,29 @@ CASES: list[Case] = [
         good={"aux_nested": [1, 3, 4]},
     ),
     Case(
+        # SGLang adds 1 (-> 10) and vLLM's V1 runner reads 9 as given: never captured on an 8-layer target;
+        # nested 7 would be HF 8, which a Llama target never captures either
         "aux_out_of_range",
         "AUX_LAYER_IDS_INVALID",
         "error",
-        N1,
+        frozenset({"sglang", "vllm"}),
         bad={"aux_nested": [1, 3, 9]},
-        good={"aux_nested": [1, 3, 7]},
+        good={"aux_nested": [1, 3, 6]},
         target={},
     ),
     Case(
         "aux_nested_ignored_undecided",
         "AUX_LAYER_IDS_IGNORED_BY_ENGINE",
         "warning",
-        frozenset({"vllm", "eagle"}),
+        frozenset({"vllm", "eagle", "tensorrt_llm"}),
         bad={"aux_nested": [1, 3, 5]},
     ),
     Case(
+        # vLLM 0.32.0's default (V2) runner ignores nested ids; TensorRT-LLM takes its launch option
         "aux_nested_ignored",
         "AUX_LAYER_IDS_IGNORED_BY_ENGINE",
         "error",
-        frozenset({"vllm", "eagle"}),
+        frozenset({"vllm", "eagle", "tensorrt_llm"}),
         bad={"aux_nested": [1, 3, 5]},
         good={"aux_nested": [1, 3, 4]},
         target={},
@@ -522,8 +565,9 @@ CASES: list[Case] = [
         "AUX_LAYER_IDS_IGNORED_BY_ENGINE",
         "error",
         frozenset({"sglang"}),
-        base="speculators",
         bad={"aux_top": [3, 4, 6]},
+        good={"aux_top": [2, 4, 5]},
+        run=["sglang"],
         target={},
     ),
     Case(
@@ -545,59 +589,77 @@ CASES: list[Case] = [
         run=["vllm", "speculators"],
         target={},
     ),
+    Case(
+        # fc takes 3 fused states, but no aux state is captured: SGLang skips fc, vLLM does not build it
+        "aux_hidden_state_disabled",
+        "AUX_HIDDEN_STATE_DISABLED",
+        "error",
+        frozenset({"sglang", "vllm"}),
+        bad={"config_extra": {"eagle_config": {"use_aux_hidden_state": False}}},
+        good={"config_extra": {"eagle_config": {"use_aux_hidden_state": True}}},
+    ),
     # -- norms -----------------------------------------------------------------------------------
     Case(
         "norm_before_residual_sglang",
         "NORM_FLAGS_UNSUPPORTED",
         "error",
         frozenset({"sglang"}),
-        base="speculators",
         bad={"norm_before_residual": True},
+        good={"norm_before_residual": False},
+        run=["sglang"],
     ),
     Case("norm_before_fc_key", "NORM_FLAGS_UNSUPPORTED", "error", ALL, bad={"input_norm_key": True}),
     Case(
+        # norm_before_fc arrived in SGLang 0.5.17; TensorRT-LLM reads it only from the nested eagle_config
         "norm_before_fc_flag",
         "NORM_FLAGS_UNSUPPORTED",
         "error",
-        frozenset({"sglang", "eagle"}),
+        frozenset({"sglang", "eagle", "tensorrt_llm"}),
         bad={"norm_before_fc": True},
+        run=["sglang==0.5.16", "vllm", "eagle", "tensorrt_llm"],
     ),
     Case(
+        # fc_norm arrived in SGLang 0.5.12
         "fc_norm_flag",
         "NORM_FLAGS_UNSUPPORTED",
         "error",
         frozenset({"sglang", "eagle"}),
         bad={"fc_norm": True},
+        run=OLD_SGLANG,
     ),
     Case(
+        # SpecForge's norm_output=false: no final norm before lm_head, which every engine applies
         "norm_output_false_flat",
         "NORM_FLAGS_UNSUPPORTED",
         "error",
-        frozenset({"sglang", "eagle"}),
+        ALL,
         bad={"norm_output": False},
     ),
     Case(
+        # speculators trains with its default false; vLLM's speculators reader assumes true
         "norm_before_residual_unstated",
         "NORM_FLAGS_UNSUPPORTED",
-        "warning",
-        frozenset({"vllm", "speculators"}),
+        "error",
+        frozenset({"vllm"}),
         base="speculators",
         bad={"norm_before_residual": None},
         run=["vllm", "speculators"],
     ),
     Case(
+        # SGLang (0.5.12+), vLLM and TensorRT-LLM read norm_output as post-norm recurrence
         "norm_output_clash",
         "NORM_OUTPUT_MEANING_CLASH",
         "warning",
-        frozenset({"vllm"}),
+        frozenset({"sglang", "vllm", "tensorrt_llm"}),
         bad={"norm_output": True},
     ),
     # -- rope / context ----------------------------------------------------------------------------
     Case(
+        # every SGLang release described reads rope_parameters first; the EAGLE reference does not
         "rope_parameters_only",
         "ROPE_MISMATCH",
         "warning",
-        frozenset({"sglang", "eagle"}),
+        frozenset({"eagle"}),
         bad={"rope": "parameters"},
         good={"rope": "both"},
     ),
@@ -840,8 +902,18 @@ def test_healthy_speculators_has_no_errors(engines: list[str], with_target: bool
 
 
 def test_healthy_full_vocab_has_no_errors(tmp_path: Path) -> None:
-    d = diagnose(build_drafter(tmp_path / "d", draft_vocab=V))
+    d = diagnose(build_drafter(tmp_path / "d", draft_vocab=V), engines=["sglang", "eagle", "tensorrt_llm"])
     assert d.exit_code == 0, [(f.code, f.engine, f.message) for f in d.errors]
+
+
+def test_vllm_rejects_d2t_of_a_full_vocabulary_drafter(tmp_path: Path) -> None:
+    """vLLM 0.32.0 builds draft_id_to_target_id only for a reduced vocabulary: a d2t key then has no
+    parameter and the load fails (seen with vLLM's real loader); without d2t the drafter loads."""
+    d = diagnose(build_drafter(tmp_path / "d", draft_vocab=V), engines=["vllm"])
+    rejected = [f for f in d.errors if f.code == "KEYS_REJECTED_BY_ENGINE"]
+    assert rejected and rejected[0].evidence["rejected"] == ["d2t"]
+    clean = diagnose(build_drafter(tmp_path / "e", draft_vocab=V, d2t="missing"), engines=["vllm"])
+    assert clean.exit_code == 0, [(f.code, f.message) for f in clean.errors]
 
 
 def test_identity_selection_with_zero_d2t_is_healthy(tmp_path: Path) -> None:

@@ -169,18 +169,23 @@ def test_every_demo_variant_loads_under_the_reference_view() -> None:
     assert healthy.view is not None and healthy.view.from_target == ["embed_tokens.weight"]
 
 
-def test_sglang_view_leaves_dropped_layer_uninitialised() -> None:
-    ref = load_drafter(DEMO / "drafters" / "speculators_layout", DEMO / "target")
-    sgl = load_drafter(DEMO / "drafters" / "speculators_layout", DEMO / "target", "sglang")
-    vll = load_drafter(DEMO / "drafters" / "speculators_layout", DEMO / "target", "vllm")
-    assert sgl.view is not None and vll.view is not None
-    assert "layers.0.self_attn.q_proj.weight" in sgl.view.unfilled
-    assert any(k.startswith("layers.0.") for k in sgl.view.ignored_keys)
-    assert not torch.equal(sgl.layers[0].self_attn.q_proj.weight, ref.layers[0].self_attn.q_proj.weight)
-    assert torch.equal(sgl.fc.weight, ref.fc.weight)  # fc.weight resolves on SGLang
-    for name, t in ref.state_dict().items():
-        assert torch.equal(vll.state_dict()[name], t), name
-    assert vll.view.unfilled == []
+def test_sglang_view_follows_the_release(tmp_path: Path, tiny_target: Path) -> None:
+    """layers.0.* keys: SGLang <= 0.5.11 drops them (the layer stays uninitialised), 0.5.12+ loads them."""
+    path = build_drafter(tmp_path / "d", layout="layers")
+    ref = load_drafter(path, tiny_target)
+    old = load_drafter(path, tiny_target, "sglang==0.5.11")
+    new = load_drafter(path, tiny_target, "sglang")
+    vll = load_drafter(path, tiny_target, "vllm")
+    assert old.view is not None and new.view is not None and vll.view is not None
+    assert old.view.release == "sglang 0.5.10.post1–0.5.11" and new.view.release == "sglang 0.5.18–0.5.23"
+    assert "layers.0.self_attn.q_proj.weight" in old.view.unfilled
+    assert any(k.startswith("layers.0.") for k in old.view.ignored_keys)
+    assert not torch.equal(old.layers[0].self_attn.q_proj.weight, ref.layers[0].self_attn.q_proj.weight)
+    assert torch.equal(old.fc.weight, ref.fc.weight)  # fc.weight resolves on every release
+    for view in (new, vll):
+        for name, t in ref.state_dict().items():
+            assert torch.equal(view.state_dict()[name], t), name
+        assert view.view is not None and view.view.unfilled == []
 
 
 def test_d2t_missing_is_identity_under_every_view() -> None:
@@ -225,11 +230,11 @@ def test_norm_flags_follow_each_format_family(tmp_path: Path, tiny_target: Path)
     nbr = build_drafter(tmp_path / "nbr", spec=speculators_spec(norm_before_residual=True))
     assert load_drafter(nbr, tiny_target).spec.norm_before_residual
     assert load_drafter(nbr, tiny_target, "vllm").spec.norm_before_residual
-    # speculators config without the key: vLLM assumes true, and so does the reference (trainer default)
+    # speculators config without the key: vLLM's reader assumes true; speculators trains with false
     unset = build_drafter(tmp_path / "unset", spec=speculators_spec(norm_before_residual=None))
     assert load_drafter(unset, tiny_target, "vllm").spec.norm_before_residual
     ref = load_drafter(unset, tiny_target)
-    assert ref.spec.norm_before_residual and ref.view is not None and ref.view.notes
+    assert not ref.spec.norm_before_residual and ref.view is not None and ref.view.notes
 
     nbfc = build_drafter(tmp_path / "nbfc", spec=speculators_spec(norm_before_fc=True))
     assert load_drafter(nbfc, tiny_target).input_norm is not None
@@ -244,20 +249,24 @@ def test_norm_flags_follow_each_format_family(tmp_path: Path, tiny_target: Path)
     ref_flat = load_drafter(flat_true, tiny_target)
     assert not ref_flat.spec.post_norm_recurrence and ref_flat.spec.final_norm
     assert load_drafter(flat_true, tiny_target, "vllm").spec.post_norm_recurrence  # the meaning clash
-    assert not load_drafter(flat_true, tiny_target, "sglang").spec.post_norm_recurrence
+    assert load_drafter(flat_true, tiny_target, "sglang").spec.post_norm_recurrence  # 0.5.12+ reads it
+    assert not load_drafter(flat_true, tiny_target, "sglang==0.5.11").spec.post_norm_recurrence
     flat_false = build_drafter(tmp_path / "flat_false", norm_output=False)
     assert not load_drafter(flat_false, tiny_target).spec.final_norm
 
 
-def test_sglang_does_not_build_norm_before_fc(tmp_path: Path, tiny_target: Path) -> None:
+def test_sglang_builds_norm_before_fc_from_0_5_17(tmp_path: Path, tiny_target: Path) -> None:
     path = build_drafter(tmp_path / "d", norm_before_fc=True)
     ref = load_drafter(path, tiny_target)
-    sgl = load_drafter(path, tiny_target, "sglang")
-    assert ref.input_norm is not None and sgl.input_norm is None
-    assert sgl.view is not None and "input_norm.weight" in sgl.view.ignored_keys
+    old = load_drafter(path, tiny_target, "sglang==0.5.16")
+    assert ref.input_norm is not None and old.input_norm is None
+    assert old.view is not None and "input_norm.weight" in old.view.ignored_keys
+    new = load_drafter(path, tiny_target, "sglang==0.5.17")
+    assert new.input_norm is not None and torch.equal(new.input_norm.weight, ref.input_norm.weight)
 
 
 def test_multi_layer_drafters(tmp_path: Path, tiny_target: Path) -> None:
+    from builders import DrafterSpec as DrafterSpec_flat
     from builders import drafter_config, write_checkpoint
 
     spec = DrafterSpec(
@@ -280,7 +289,19 @@ def test_multi_layer_drafters(tmp_path: Path, tiny_target: Path) -> None:
         back.state_dict()["layers.1.mlp.up_proj.weight"], d.state_dict()["layers.1.mlp.up_proj.weight"]
     )
     assert len(load_drafter(path, tiny_target, "vllm").layers) == 2
-    assert len(load_drafter(path, tiny_target, "sglang").layers) == 1  # SGLang builds one layer
+    with pytest.raises(UnusableInputError, match=r"layers\.1"):  # vLLM 0.10.2 built one layer: a KeyError
+        load_drafter(path, tiny_target, "vllm==0.10.2")
+    # A flat two-layer drafter on SGLang 0.5.12+: layer 1's input norm is its hidden_norm, which the
+    # checkpoint (like every speculators-trained one) lacks; its input_layernorm loads but is unused.
+    flat_cfg = drafter_config(DrafterSpec_flat(num_hidden_layers=2))
+    flat = write_checkpoint(tmp_path / "flat", flat_cfg, export_tensors(d, layout="layers"))
+    sgl = load_drafter(flat, tiny_target, "sglang")
+    assert len(sgl.layers) == 2 and sgl.view is not None
+    assert "layers.1.input_layernorm.weight" in sgl.view.unfilled
+    assert "layers.1.input_layernorm.weight" in sgl.view.ignored_keys
+    assert not torch.equal(sgl.layers[1].input_layernorm.weight, d.layers[1].input_layernorm.weight)
+    with pytest.raises(UnusableInputError, match=r"only supports 1 layer|constructor raises"):
+        load_drafter(flat, tiny_target, "sglang==0.5.11")
 
 
 def test_embedding_from_checkpoint_or_target(tmp_path: Path, tiny_target: Path) -> None:
@@ -327,4 +348,4 @@ def test_demo_copy_with_nested_ids_is_read_shifted(tmp_path: Path) -> None:
 
 
 def test_view_names() -> None:
-    assert VIEW_NAMES == ("reference", "sglang", "vllm", "eagle", "speculators")
+    assert VIEW_NAMES == ("reference", "sglang", "vllm", "eagle", "speculators", "tensorrt_llm")

@@ -45,10 +45,11 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_forensics.checks import Context
-from eagle3_forensics.checks.aux_layers import engine_ids, trained_ids
+from eagle3_forensics.checks.aux_layers import trained_default, trained_ids
 from eagle3_forensics.checks.diagnose import diagnose
-from eagle3_forensics.engines import ENGINES
-from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.engines import ENGINE_RELEASES, release_label, resolve_release, split_spec
+from eagle3_forensics.engines.rules import EngineRules
+from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.findings import Severity
 from eagle3_forensics.io.checkpoint import open_checkpoint
 from eagle3_forensics.io.target import open_target
@@ -97,8 +98,11 @@ def probe_server(
     ``drafter``/``target``: local directories used for the aux-layer and diagnose checks when the
     server does not report a readable drafter path (vLLM without ``/server_info``) or to override it.
     """
+    engine, asked = split_spec(engine)
     if engine not in SERVER_ENGINES:
-        raise UnusableInputError(f"unknown server engine {engine!r}; choose from {', '.join(SERVER_ENGINES)}")
+        raise BadArgumentsError(f"unknown server engine {engine!r}; choose from {', '.join(SERVER_ENGINES)}")
+    if asked is not None:
+        resolve_release(f"{engine}=={asked}")  # an unknown release is bad arguments before any request
     base = normalise_url(url)
     for name, value, lo in (
         ("max_new_tokens", max_new_tokens, 1),
@@ -137,8 +141,9 @@ def probe_server(
         r.measured = False
         r.add(fault.code, Severity.ERROR, str(fault), fix=_FAULT_FIX[fault.code], **fault.evidence)
     r.server["http"] = {"requests": http.requests, "retries": http.retried}
+    release = _server_release(r, engine, asked)
     if r.server.get("launch") is not None and not r.faulted:
-        _check_drafter(r, drafter, target)
+        _check_drafter(r, drafter, target, release)
     if reference is not None and r.measured:
         attach_comparison(r, reference, tolerance)
     return r
@@ -155,7 +160,34 @@ _FAULT_FIX = {
 }
 
 
-def _check_drafter(r: ServerProbeResult, drafter: str | Path | None, target: str | Path | None) -> None:
+def _server_release(r: ServerProbeResult, engine: str, asked: str | None) -> EngineRules:
+    """The release the server is judged by: the one asked for, else the one the server reports, else the newest."""
+    reported = r.server.get("version")
+    note = None
+    if asked is not None:
+        release = resolve_release(f"{engine}=={asked}")
+        note = "asked on the command line"
+    elif isinstance(reported, str) and reported:
+        try:
+            release = resolve_release(f"{engine}=={reported}")
+            note = f"the server reports version {reported}"
+        except BadArgumentsError as exc:
+            release = ENGINE_RELEASES[engine][-1]
+            note = f"the server reports version {reported}, which no table describes ({exc}); judged by the newest"
+    else:
+        release = ENGINE_RELEASES[engine][-1]
+        note = "the server reports no version; judged by the newest release described"
+    r.server["release"] = {"judged_by": release_label(release), "why": note, "reported_version": reported}
+    return release
+
+
+def _spec(release: EngineRules) -> str:
+    return release.name if release.requested is None else f"{release.name}=={release.requested}"
+
+
+def _check_drafter(
+    r: ServerProbeResult, drafter: str | Path | None, target: str | Path | None, release: EngineRules
+) -> None:
     launch = r.server["launch"]
     path = (
         Path(drafter)
@@ -193,11 +225,11 @@ def _check_drafter(r: ServerProbeResult, drafter: str | Path | None, target: str
         ctx = Context(
             ckpt,
             open_target(tpath) if tpath is not None else None,
-            engine_names=[engine],
             explicit_engines=True,
+            releases=[release],
         )
         trained, trained_field = trained_ids(ctx)
-        read, read_field = engine_ids(ENGINES[engine], ctx)
+        reading = ctx.aux(engine)
     except UnusableInputError as exc:
         r.add(
             "DRAFTER_NOT_READABLE",
@@ -207,21 +239,23 @@ def _check_drafter(r: ServerProbeResult, drafter: str | Path | None, target: str
         )
         return
     n = ctx.target_layers
-    rules = ENGINES[engine]
-    default = rules.aux_default(n) if n is not None else None
-    trained_eff = trained if trained is not None else default
-    read_eff = read if read is not None else default
+    rules = ctx.rules(engine)
+    trained_eff = trained if trained is not None else trained_default(ctx)
+    read_eff = reading.captured
     aux = {
         "drafter_config_hf": trained_eff,
         "drafter_field": trained_field,
         "engine_reads_hf": read_eff,
-        "engine_field": read_field or f"default {rules.aux_default_text()}",
+        "engine_field": reading.level or f"default {reading.rule.default_text()}",
+        "engine_rule": reading.rule.describe(),
+        "engine_rule_assumed": reading.rule_assumed,
+        "release": release_label(release),
         "target_layers": n,
         "agrees": None if trained_eff is None or read_eff is None else trained_eff == read_eff,
         "convention": SERVER_CONVENTIONS["server.launch.aux_layer_ids"],
     }
     launch["aux_layers"] = aux
-    d = diagnose(path, target=tpath, engines=[engine])
+    d = diagnose(path, target=tpath, engines=[_spec(release)])
     errors = sorted(
         {f.code for f in d.findings if f.severity is Severity.ERROR and f.engine in (None, engine)}
     )
@@ -236,9 +270,11 @@ def _check_drafter(r: ServerProbeResult, drafter: str | Path | None, target: str
         r.add(
             "AUX_LAYERS_DIFFER",
             Severity.ERROR,
-            f"{rules.display} reads the aux layers as HF {read_eff} ({aux['engine_field']}), but the drafter's "
+            f"{rules.display} ({release_label(release)}) reads the aux layers as HF {read_eff} ({aux['engine_field']}), but the drafter's "
             f"config says it was trained on {trained_eff}: acceptance is expected to drop.",
-            fix="eagle3-forensics diagnose DRAFTER --engine " + engine + " (AUX_LAYER_IDS_*) has the fix.",
+            fix="eagle3-forensics diagnose DRAFTER --engine "
+            + _spec(release)
+            + " (AUX_LAYER_IDS_*) has the fix.",
             trained=trained_eff,
             engine_reads=read_eff,
         )
@@ -246,9 +282,9 @@ def _check_drafter(r: ServerProbeResult, drafter: str | Path | None, target: str
         r.add(
             "DRAFTER_DIAGNOSED_BROKEN",
             Severity.WARNING,
-            f"diagnose --engine {engine} finds {', '.join(errors)} in the drafter this server serves: a low "
+            f"diagnose --engine {_spec(release)} finds {', '.join(errors)} in the drafter this server serves: a low "
             "acceptance (or an engine crash) is what the static checks predict.",
-            fix=f"eagle3-forensics repair DRAFTER --engine {engine} --out FIXED, then restart the server on FIXED.",
+            fix=f"eagle3-forensics repair DRAFTER --engine {_spec(release)} --out FIXED, then restart the server on FIXED.",
             errors=errors,
         )
 

@@ -221,6 +221,8 @@ def probe_sglang(
 ) -> None:
     """Measure an SGLang server into ``r``. ``model`` is unused: an SGLang server serves one model."""
     info, path = _sglang_info(http)
+    if info is not None and isinstance(info.get("version"), str):
+        r.server["version"] = info["version"]  # /server_info: "version": __version__
     args = _server_args(info) if info is not None else None
     launch = _sglang_launch(args, path)
     r.server["launch"] = launch

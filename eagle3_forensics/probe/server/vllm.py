@@ -178,6 +178,7 @@ def probe_vllm(
     r.target = str(entry.get("root") or served)
     r.server["model"] = served
     launch = _vllm_launch(http, r)
+    r.server["version"] = _vllm_version(http)
     before, _ = _scrape_vllm(http)
     if before is None:
         r.server["launch"] = launch
@@ -281,6 +282,17 @@ def probe_vllm(
     r.per_position_available = bool(per_pos)
     r.measured = True
     _check_vllm_consistency(r, delta, len(answers), completion)
+
+
+def _vllm_version(http: HttpClient) -> str | None:
+    """``GET /version`` -> ``{"version": VLLM_VERSION}`` (entrypoints/serve/instrumentator/basic.py); optional."""
+    try:
+        status, ver = http.get_json("/version", allow=(404, 405))
+    except ServerFault:
+        return None  # the version only picks the release table; its absence is not a fault
+    if status < 400 and isinstance(ver, dict) and isinstance(ver.get("version"), str):
+        return str(ver["version"])
+    return None
 
 
 def _vllm_launch(http: HttpClient, r: ServerProbeResult) -> dict[str, Any]:
