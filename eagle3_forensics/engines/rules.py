@@ -142,37 +142,44 @@ class AuxDisabled(StrEnum):
     FC_NOT_BUILT = "fc_not_built"  # no aux capture; fc is not built and fc.* keys are dropped (vLLM)
 
 
-# Every token a ``when`` string may use (computed by simulate.conditions).
-CONDITION_TOKENS: frozenset[str] = frozenset(
-    {
-        "bias",  # config bias: true
-        "attention_bias",  # config attention_bias: true
-        "o_proj_bias",  # attention_bias or bias (Llama attention's o_proj)
-        "hidden_differs",  # target_hidden_size present and != hidden_size
-        "has_target_hidden_size",
-        "tied",  # tie_word_embeddings honoured and true
-        "has_draft_vocab_size",  # draft_vocab_size present and not null
-        "draft_vocab_size_null",  # draft_vocab_size present with value null
-        "reduced_vocab",  # the class's effective draft vocabulary is smaller than vocab_size
-        "norm_before_fc",
-        "fc_norm",
-        "qwen3",  # model_type qwen3 (q_norm / k_norm)
-        "has_embed",  # the checkpoint carries an embedding
-        "has_d2t",  # the checkpoint carries d2t
-        "aux_enabled",  # use_aux_hidden_state not false (where the release reads it)
-        "multi_layer",  # num_hidden_layers > 1
-    }
-)
+# Every token a ``when`` may use: exactly the keys of
+# :func:`eagle3_forensics.engines.simulate.conditions` (tests/unit/test_engines.py keeps them equal).
+CONDITION_TOKENS: dict[str, str] = {
+    "bias": "the config says bias: true",
+    "attention_bias": "the config says attention_bias: true",
+    "o_proj_bias": "attention_bias or bias (the Llama attention's o_proj bias)",
+    "hidden_differs": "target_hidden_size is set and differs from hidden_size",
+    "has_target_hidden_size": "target_hidden_size is set",
+    "tied": "the engine honours tie_word_embeddings and it is true",
+    "has_draft_vocab_size": "draft_vocab_size is set (not null)",
+    "draft_vocab_size_null": "draft_vocab_size is present with the value null",
+    "reduced_vocab": "the class's draft vocabulary is smaller than vocab_size",
+    "norm_before_fc": "the engine acts on norm_before_fc and it is true",
+    "fc_norm": "the engine acts on fc_norm and it is true",
+    "qwen3": "the decoder's model_type is qwen3 (q_norm / k_norm)",
+    "has_embed": "the checkpoint has an embed_tokens tensor",
+    "has_d2t": "the checkpoint has a d2t tensor",
+    "aux_enabled": "use_aux_hidden_state is not false (where the release reads it)",
+    "multi_layer": "num_hidden_layers > 1",
+}
+
+
+def when_tokens(when: str) -> list[tuple[str, bool]]:
+    """``(token, negated)`` for each ``&``-joined term of a condition string."""
+    out = []
+    for term in filter(None, (t.strip() for t in when.split("&"))):
+        out.append((term.lstrip("!").strip(), term.startswith("!")))
+    return out
 
 
 def _check_when(when: str, where: str) -> tuple[tuple[str, bool], ...]:
-    out = []
-    for token in filter(None, (t.strip() for t in when.split("&"))):
-        name = token.lstrip("!")
+    tokens = when_tokens(when)
+    for name, _ in tokens:
         if name not in CONDITION_TOKENS:
-            raise ValueError(f"{where}: unknown condition token {name!r} in {when!r}")
-        out.append((name, token.startswith("!")))
-    return tuple(out)
+            raise ValueError(
+                f"{where}: unknown condition token {name!r} in when={when!r}; known: {', '.join(CONDITION_TOKENS)}"
+            )
+    return tuple(tokens)
 
 
 @dataclass(frozen=True)
@@ -209,8 +216,9 @@ class KeyRule:
     def __post_init__(self) -> None:
         try:
             compiled = re.compile(self.pattern)
+            compiled.sub(self.target, "")  # parses the replacement: a bad group reference fails here
         except re.error as exc:
-            raise ValueError(f"key rule {self.pattern!r}: {exc}") from None
+            raise ValueError(f"key rule {self.pattern!r} -> {self.target!r}: {exc}") from None
         object.__setattr__(self, "regex", compiled)
         object.__setattr__(self, "tokens", _check_when(self.when, f"key rule {self.pattern}"))
 
@@ -497,8 +505,14 @@ class EngineRules:
     notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        try:
+            self._validate()
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"EngineRules {self.name!r} {self.first}: {exc}") from None
+
+    def _validate(self) -> None:
         if self.pinned and version_key(self.first) > version_key(self.last):
-            raise ValueError(f"{self.name}: first {self.first} is after last {self.last}")
+            raise ValueError(f"first {self.first} is after last {self.last}")
         for attr, enum in (
             ("prefix", Prefix),
             ("unknown_keys", UnknownKeys),
@@ -516,17 +530,20 @@ class EngineRules:
             object.__setattr__(self, "buffer_count_from", tuple(FcCount(s) for s in self.buffer_count_from))
         if self.norm_output_meaning is not None:
             object.__setattr__(self, "norm_output_meaning", NormOutputMeaning(self.norm_output_meaning))
-        _check_when(self.null_fatal_when, f"{self.name} null_fatal_when")
+        for spec in self.norm_flags:
+            if not isinstance(spec, NormFlag) or spec.flag not in SUPPORTED_NORM_FLAGS:
+                raise ValueError(f"norm flag {spec!r} is not a NormFlag of {', '.join(SUPPORTED_NORM_FLAGS)}")
+        _check_when(self.null_fatal_when, "null_fatal_when")
         runner_names = {r.name for r in self.runners}
         for src in self.aux_sources:
             unknown = set(src.runners) - runner_names
             if unknown:
-                raise ValueError(f"{self.name}: aux source names unknown runners {sorted(unknown)}")
+                raise ValueError(f"aux source names unknown runners {sorted(unknown)}")
         seen: set[str] = set()
         for group in self.aux_rules:
             dup = seen & set(group.architectures)
             if dup:
-                raise ValueError(f"{self.name} {self.first}: architectures listed twice: {sorted(dup)}")
+                raise ValueError(f"architectures listed twice: {sorted(dup)}")
             seen |= set(group.architectures)
 
     # -- identity ------------------------------------------------------------------------

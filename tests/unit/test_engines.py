@@ -11,7 +11,7 @@ import pytest
 import torch
 from builders import DrafterSpec, build_drafter
 
-from eagle3_forensics.engines import ENGINES
+from eagle3_forensics.engines import ENGINES, resolve_release
 from eagle3_forensics.engines.rules import (
     CONDITION_TOKENS,
     FROM_TARGET,
@@ -43,7 +43,7 @@ def test_every_table_uses_known_condition_tokens(engine: str) -> None:
     rules = ENGINES[engine]
     used = {
         t
-        for r in (*rules.params, *rules.skip, *rules.consume, *rules.renames, *rules.fuse)
+        for r in (*rules.params, *rules.skip, *rules.consume, *rules.drop, *rules.renames, *rules.fuse)
         for t, _ in when_tokens(r.when)
     }
     assert used <= set(CONDITION_TOKENS)
@@ -96,7 +96,7 @@ def test_a_value_outside_its_enum_fails_when_the_table_is_built(change: dict[str
 
 def test_a_bad_aux_level_fails_when_built() -> None:
     with pytest.raises(ValueError):
-        AuxSource("nested", 1)
+        AuxSource("nested")  # type: ignore[arg-type]
 
 
 def test_a_rebuilt_table_is_equal_to_the_original() -> None:
@@ -109,8 +109,9 @@ def test_a_rebuilt_table_is_equal_to_the_original() -> None:
 
 
 def _load(tmp_path: Path, engine: str, **spec: object) -> LoadReport:
+    """``engine`` is an engine spec: ``sglang==0.5.11`` judges by that release's table."""
     path = build_drafter(tmp_path / "d", DrafterSpec(**spec))  # type: ignore[arg-type]
-    return simulate_load(ENGINES[engine], open_checkpoint(path))
+    return simulate_load(resolve_release(engine), open_checkpoint(path))
 
 
 def _fates(report: LoadReport) -> dict[str, str]:
@@ -118,19 +119,23 @@ def _fates(report: LoadReport) -> dict[str, str]:
 
 
 def test_sglang_fuses_projections_and_takes_the_embedding_from_the_target(tmp_path: Path) -> None:
-    r = _load(tmp_path, "sglang")
+    r = _load(tmp_path / "old", "sglang==0.5.11")
     fates = _fates(r)
     assert r.config_readable and r.unfilled == []
     assert fates["midlayer.self_attn.q_proj.weight"] == "fused"
     assert fates["midlayer.self_attn.o_proj.weight"] == "loaded"
+    new = _fates(_load(tmp_path / "new", "sglang"))  # 0.5.12+: the legacy map midlayer -> layers.0
+    assert new["midlayer.self_attn.o_proj.weight"] == "renamed"
     assert (fates["d2t"], fates["t2d"]) == ("consumed", "skipped")
     assert r.from_target == ["model.embed_tokens.weight"]
 
 
-def test_sglang_drops_a_layers_layout_silently(tmp_path: Path) -> None:
-    r = _load(tmp_path, "sglang", layout="layers")
+def test_sglang_drops_a_layers_layout_silently_until_0_5_12(tmp_path: Path) -> None:
+    r = _load(tmp_path / "old", "sglang==0.5.11", layout="layers")
     assert _fates(r)["layers.0.self_attn.o_proj.weight"] == "dropped"
     assert "model.midlayer.self_attn.o_proj.weight" in r.unfilled
+    new = _load(tmp_path / "new", "sglang==0.5.12", layout="layers")
+    assert _fates(new)["layers.0.self_attn.o_proj.weight"] == "loaded" and new.unfilled == []
 
 
 def test_sglang_overwrites_a_stored_embedding_unless_the_hidden_sizes_differ(tmp_path: Path) -> None:
