@@ -38,7 +38,7 @@
 # %% tags=["parameters"]
 checkpoint = "../data/demo/drafters/speculators_layout"  # drafter directory: config.json + weights
 target = "../data/demo/target"  # target model directory, or None to skip target cross-checks
-engine = "all"  # "all", "sglang", "vllm", "eagle" or "speculators"
+engine = "all"  # "all", an engine ("sglang", "vllm", "eagle", "speculators", "tensorrt_llm") or a release ("sglang==0.5.11")
 
 # %%
 from IPython.display import HTML

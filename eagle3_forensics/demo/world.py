@@ -9,6 +9,7 @@
                                    + byte-level BPE tokenizer (tokenizer.json, tokenizer_config.json)
       drafters/healthy/            EAGLE-3 drafter trained on the target's hidden states (SpecForge layout)
       drafters/speculators_layout/ the same weights in the speculators layout (layers.0.*, embed_tokens)
+      drafters/layers_flat/        the seed case: SpecForge's flat config, but layers.0.* tensor names
       drafters/d2t_absolute/       d2t stored as absolute target ids
       drafters/d2t_double_offset/  offset conversion applied twice
       drafters/d2t_missing/        no d2t tensor at all
@@ -102,6 +103,7 @@ SHIFTED_AUX_LAYER_IDS = [i - 1 for i in SPECULATORS_AUX_LAYER_IDS]
 VARIANTS: tuple[str, ...] = (
     "healthy",
     "speculators_layout",
+    "layers_flat",
     "d2t_absolute",
     "d2t_double_offset",
     "d2t_missing",
@@ -111,7 +113,12 @@ VARIANTS: tuple[str, ...] = (
 #: finding codes each variant is meant to trigger (empty: nothing should fire)
 EXPECTED_FINDINGS: dict[str, tuple[str, ...]] = {
     "healthy": (),
-    "speculators_layout": ("KEYS_DROPPED_BY_ENGINE", "PARAMS_UNFILLED"),
+    # No SGLang release up to 0.5.23 reads a speculators config (CONFIG_UNREADABLE_BY_ENGINE when
+    # SGLang is named); the engines that read it load it as trained.
+    "speculators_layout": (),
+    # The seed case: SGLang <= 0.5.11 (the demo run judges it by sglang==0.5.11) and the EAGLE
+    # reference drop layers.0.* silently; SGLang 0.5.12+ maps midlayer -> layers.0 and loads it.
+    "layers_flat": ("KEYS_DROPPED_BY_ENGINE", "PARAMS_UNFILLED"),
     "d2t_absolute": ("D2T_ABSOLUTE",),
     "d2t_double_offset": ("D2T_DOUBLE_OFFSET",),
     "d2t_missing": ("D2T_MISSING",),
@@ -538,6 +545,14 @@ def _to_speculators_layout(healthy: Tensors, embed: torch.Tensor) -> Tensors:
     return out
 
 
+def _to_layers_names(healthy: Tensors) -> Tensors:
+    """``midlayer.`` -> ``layers.0.`` and nothing else (the flat config stays SpecForge's)."""
+    return {
+        ("layers.0." + k[len("midlayer.") :] if k.startswith("midlayer.") else k): t.clone()
+        for k, t in healthy.items()
+    }
+
+
 def _with_d2t(healthy: Tensors, d2t: torch.Tensor) -> Tensors:
     out = {k: t.clone() for k, t in healthy.items()}
     out["d2t"] = d2t.to(torch.int64)
@@ -613,7 +628,8 @@ held-out teacher-forced top-1 accuracy per step @ACC@). The draft vocabulary is 
 | variant | what it is | expected findings |
 |---|---|---|
 | `healthy` | SpecForge/EAGLE layout (`midlayer.*`, flat config, no `embed_tokens`, no aux-layer field); `d2t` offsets, `t2d` | none |
-| `speculators_layout` | the same weights saved the speculators way: `layers.0.*`, `embed_tokens.weight` (the target's), `Eagle3Speculator` config with `eagle_aux_hidden_state_layer_ids = {SPECULATORS_AUX_LAYER_IDS}` | on sglang: `KEYS_DROPPED_BY_ENGINE`, `PARAMS_UNFILLED` (SGLang expects `midlayer.*`); fine on vLLM |
+| `speculators_layout` | the same weights saved the speculators way: `layers.0.*`, `embed_tokens.weight` (the target's), `Eagle3Speculator` config with `eagle_aux_hidden_state_layer_ids = {SPECULATORS_AUX_LAYER_IDS}` | fine on vLLM and speculators; no SGLang release up to 0.5.23 reads a speculators config (`CONFIG_UNREADABLE_BY_ENGINE` with `--engine sglang`) |
+| `layers_flat` | the seed case: the healthy weights and SpecForge's flat config, but the decoder saved as `layers.0.*` | on `sglang==0.5.11` and the EAGLE reference: `KEYS_DROPPED_BY_ENGINE`, `PARAMS_UNFILLED` (they look up `midlayer.*`); SGLang 0.5.12+, vLLM and TensorRT-LLM load it |
 | `d2t_absolute` | healthy, but `d2t = sel` (absolute target ids instead of offsets) | `D2T_ABSOLUTE` |
 | `d2t_double_offset` | healthy, but `d2t = sel - 2*arange(v)` (offset conversion applied twice) | `D2T_DOUBLE_OFFSET` |
 | `d2t_missing` | healthy without the `d2t` tensor (`t2d` kept) | `D2T_MISSING` |
@@ -660,6 +676,7 @@ def make_demo(
     built: dict[str, tuple[dict[str, Any], Tensors]] = {
         "healthy": (specforge_cfg, healthy),
         "speculators_layout": (_speculators_config(SPECULATORS_AUX_LAYER_IDS), speculators),
+        "layers_flat": (specforge_cfg, _to_layers_names(healthy)),
         "d2t_absolute": (specforge_cfg, _d2t_absolute(healthy)),
         "d2t_double_offset": (specforge_cfg, _d2t_double_offset(healthy)),
         "d2t_missing": (specforge_cfg, _d2t_missing(healthy)),

@@ -520,14 +520,19 @@ class _Planner:
         if nested:
             out[EAGLE] = nested
         flags = {f: raw.get(f) for f in NORM_FLAGS if f in raw}
+        rules = rules_for(self.release, DrafterConfig(out))
         enabled = [f for f, value in flags.items() if value is True]
-        if enabled:
+        unsupported = [f for f in enabled if f not in rules.implemented_flags]
+        if unsupported:
             self.refuse(
                 "NORM_FLAGS_UNSUPPORTED",
-                f"the drafter was trained with {', '.join(enabled)} = true, which "
-                f"{self.display} does not implement; a flat config cannot carry them",
+                f"the drafter was trained with {', '.join(unsupported)} = true, which "
+                f"{self.display} does not implement",
                 POLICY["NORM_FLAGS_UNSUPPORTED"].options,
             )
+        carried_flags = [f for f in enabled if f in rules.implemented_flags]
+        for flag in carried_flags:
+            out[flag] = True  # every SGLang release that implements a flag reads it at the top level
         # A speculators config without norm_before_residual was trained with speculators' default, false
         # (config.py in every release): the residual before hidden_norm, which is what a flat config means.
         dropped_flags = [f"{k}={str(v).lower()}" for k, v in flags.items() if v is False]
@@ -536,9 +541,9 @@ class _Planner:
             f"speculators config → flat {arch} config: transformer_layer_config fields moved to "
             f"the top level, kept {', '.join(carried) or 'no other fields'}; speculators_* fields and "
             f"embed_requires_grad dropped"
+            + (f"; {', '.join(f'{f} = true' for f in carried_flags)} kept" if carried_flags else "")
             + (
-                f"; norm flags {', '.join(dropped_flags)} dropped ({self.display}'s own behaviour, and "
-                "a flat config's norm_output means something else)"
+                f"; norm flags {', '.join(dropped_flags)} dropped ({self.display}'s own behaviour)"
                 if dropped_flags
                 else ""
             ),

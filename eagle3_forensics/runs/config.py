@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.engines import resolve_release
+from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 DEFAULT_PATH_PARAMETERS = ("checkpoint", "target", "ids", "corpus", "prompts", "variants")
@@ -100,6 +101,24 @@ def notebook_parameters(path: str | Path) -> dict[str, Any]:
                     except ValueError:
                         out[t.id] = None
     return out
+
+
+#: notebook parameters that name engine releases (``sglang``, ``sglang==0.5.11``, ``all``, ``reference``)
+ENGINE_PARAMETERS = ("engine", "engines", "probe_engine", "server_engine")
+
+
+def _check_engines(params: dict[str, Any], where: str) -> None:
+    """An unknown engine or release in a run config is bad arguments before any notebook runs."""
+    for name in ENGINE_PARAMETERS:
+        value = params.get(name)
+        specs = value if isinstance(value, list) else [value] if isinstance(value, str) else []
+        for spec in specs:
+            if spec in ("all", "reference") or spec is None:
+                continue
+            try:
+                resolve_release(str(spec))
+            except BadArgumentsError as exc:
+                raise BadArgumentsError(f"config: {where}: parameter {name}: {exc}") from None
 
 
 def _safe_stem(text: str) -> str:
@@ -256,6 +275,7 @@ def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str |
             while stem in stems:
                 stem += "_"
             stems.add(stem)
+            _check_engines(params, f"{dname}/{n}")
             jobs.append(Job(dname, n, str(nb_dir / f"{n}.ipynb"), params, stem, pool_of.get(n, DEFAULT_POOL)))
 
     gate = _mapping(data.get("gate"), "gate")

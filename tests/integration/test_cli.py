@@ -45,9 +45,10 @@ EXPECTED: dict[str, dict[str, set[str]]] = {
     "d2t_absolute": {"sglang": {"D2T_ABSOLUTE"}, "vllm": {"D2T_ABSOLUTE"}},
     "d2t_double_offset": {"sglang": {"D2T_DOUBLE_OFFSET"}, "vllm": {"D2T_DOUBLE_OFFSET"}},
     "d2t_missing": {"sglang": {"D2T_MISSING"}, "vllm": {"D2T_MISSING"}},
-    "speculators_layout": {"sglang": {"KEYS_DROPPED_BY_ENGINE", "PARAMS_UNFILLED"}},
+    # the seed case: the EAGLE reference (and SGLang <= 0.5.11) look up midlayer.*
+    "layers_flat": {"eagle": {"KEYS_DROPPED_BY_ENGINE", "PARAMS_UNFILLED"}},
 }
-VARIANTS = ["healthy", *EXPECTED]
+VARIANTS = ["healthy", "speculators_layout", *EXPECTED]
 
 # Every CLI run of this module, keyed by its arguments; run once, two at a time.
 RUNS: list[tuple[str, ...]] = [
@@ -56,6 +57,9 @@ RUNS: list[tuple[str, ...]] = [
     ("diagnose", str(DRAFTERS / "d2t_absolute")),
     ("diagnose", str(DRAFTERS / "speculators_layout"), "--engine", "vllm", "--json"),
     ("diagnose", str(DRAFTERS / "speculators_layout"), "--engine", "sglang", "--json"),
+    ("diagnose", str(DRAFTERS / "layers_flat"), "--engine", "sglang==0.5.11", "--json"),
+    ("diagnose", str(DRAFTERS / "layers_flat"), "--engine", "sglang", "--json"),
+    ("diagnose", str(DRAFTERS / "layers_flat"), "--engine", "sglang==0.5.11"),
     ("diagnose", str(DRAFTERS / "d2t_absolute"), "--engine", "vllm", "--json"),
     ("inspect", str(DRAFTERS / "healthy"), "--json"),
     ("inspect", str(DRAFTERS / "healthy")),
@@ -169,7 +173,7 @@ def test_speculators_layout_fine_on_vllm(results: dict[tuple[str, tuple[str, ...
     report = _report(_get(results, "diagnose", str(DRAFTERS / "speculators_layout"), "--json"))
     assert _errors(report, "vllm") == set()
     assert report["verdict"]["vllm"] in ("healthy", "warnings")
-    assert report["verdict"]["sglang"] == "broken"
+    assert report["verdict"]["sglang"] == "not applicable"  # no SGLang release reads speculators configs
 
     only_vllm = _get(results, "diagnose", str(DRAFTERS / "speculators_layout"), "--engine", "vllm", "--json")
     assert only_vllm.returncode == 0, only_vllm.stdout
@@ -183,7 +187,23 @@ def test_speculators_layout_fine_on_vllm(results: dict[tuple[str, tuple[str, ...
     assert only_sglang.returncode == 1
     report = _report(only_sglang)
     assert report["engines"] == ["sglang"]
-    assert {"KEYS_DROPPED_BY_ENGINE", "PARAMS_UNFILLED"} <= _errors(report, "sglang")
+    assert _errors(report, "sglang") == {"CONFIG_UNREADABLE_BY_ENGINE"}
+    assert report["releases"] == {"sglang": "sglang 0.5.18–0.5.23"}
+
+
+def test_seed_case_judged_by_release(results: dict[tuple[str, tuple[str, ...]], Result]) -> None:
+    """layers.0.* names: SGLang 0.5.11 drops them silently, 0.5.12+ maps midlayer -> layers.0 and loads them."""
+    old = _get(results, "diagnose", str(DRAFTERS / "layers_flat"), "--engine", "sglang==0.5.11", "--json")
+    assert old.returncode == 1
+    report = _report(old)
+    assert report["releases"] == {"sglang": "sglang 0.5.10.post1–0.5.11"}
+    assert _errors(report, "sglang") == {"KEYS_DROPPED_BY_ENGINE", "PARAMS_UNFILLED"}
+    new = _get(results, "diagnose", str(DRAFTERS / "layers_flat"), "--engine", "sglang", "--json")
+    assert new.returncode == 0, new.stdout
+    assert _report(new)["releases"] == {"sglang": "sglang 0.5.18–0.5.23"}
+    text = _get(results, "diagnose", str(DRAFTERS / "layers_flat"), "--engine", "sglang==0.5.11")
+    assert "judged by:  sglang 0.5.10.post1–0.5.11" in text.stdout
+    assert "--engine sglang==0.5.11" in text.stdout  # the repair hint names the release
 
 
 def test_engine_option_restricts_engines(results: dict[tuple[str, tuple[str, ...]], Result]) -> None:

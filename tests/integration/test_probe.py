@@ -220,19 +220,22 @@ def test_broken_d2t_collapses_acceptance(
     assert r.acceptance_length <= 1.2
 
 
-def test_speculators_layout_per_engine(
+def test_seed_case_per_release(
     target: TargetModel, prompts: list[str], greedy: GreedyRun, healthy: ProbeResult
 ) -> None:
-    sgl = _probe(
-        target, prompts, greedy, DRAFTERS / "speculators_layout", "sglang", teacher_forced=False, sweep=False
+    """layers.0.* names: SGLang 0.5.11 drops the decoder (acceptance ~1), 0.5.12+ and vLLM load it."""
+    old = _probe(
+        target, prompts, greedy, DRAFTERS / "layers_flat", "sglang==0.5.11", teacher_forced=False, sweep=False
     )
+    new = _probe(target, prompts, greedy, DRAFTERS / "layers_flat", "sglang", teacher_forced=False, sweep=False)
     vll = _probe(
         target, prompts, greedy, DRAFTERS / "speculators_layout", "vllm", teacher_forced=False, sweep=False
     )
-    assert sgl.lossless and vll.lossless
-    assert sgl.acceptance_length <= 1.2
-    assert abs(vll.acceptance_length - healthy.acceptance_length) <= 0.05 * healthy.acceptance_length
-    assert sgl.view is not None and sgl.view["unfilled"]
+    assert old.lossless and new.lossless and vll.lossless
+    assert old.acceptance_length <= 1.2
+    assert old.view is not None and old.view["unfilled"] and old.view["release"] == "sglang 0.5.10.post1–0.5.11"
+    for r in (new, vll):
+        assert abs(r.acceptance_length - healthy.acceptance_length) <= 0.05 * healthy.acceptance_length
 
 
 @pytest.mark.parametrize("engine", ["reference", "vllm"])

@@ -63,7 +63,8 @@ def raw_tensor_hashes(file: Path) -> dict[str, str]:
 
 def errors_for(path: Path, engine: str, target: Path | None) -> list[Finding]:
     d = diagnose(path, target=target, engines=[engine])
-    return [f for f in d.findings if f.severity is Severity.ERROR and f.engine in (None, engine)]
+    name = engine.partition("==")[0]
+    return [f for f in d.findings if f.severity is Severity.ERROR and f.engine in (None, name)]
 
 
 def siblings(directory: Path) -> set[str]:
@@ -150,10 +151,18 @@ def test_demo_variant_repaired_and_verified(variant: str, engine: str, tmp_path:
 
 @pytest.mark.skipif(not DEMO_VARIANTS, reason="demo data not generated")
 def test_seed_case_speculators_drafter_made_ready_for_sglang(tmp_path: Path) -> None:
+    """No SGLang release reads a speculators config: repair writes the flat config. SGLang 0.5.12+ loads
+    layers.0.* as they are; for 0.5.11 the decoder is renamed to midlayer.*."""
     src = DRAFTERS / "speculators_layout"
+    new = repair(src, "sglang", tmp_path / "new")
+    assert new.exit_code == 0, new.message
+    new_kinds = {s.kind for s in new.plan.steps} if new.plan else set()
+    assert {"config", "strip"} <= new_kinds and "rename" not in new_kinds
+    assert "layers.0.self_attn.q_proj.weight" in raw_tensor_hashes(tmp_path / "new" / "model.safetensors")
+    assert errors_for(tmp_path / "new", "sglang", TARGET) == []
     src_cfg = json.loads((src / "config.json").read_text())
     dst = tmp_path / "x"
-    result = repair(src, "sglang", dst)
+    result = repair(src, "sglang==0.5.11", dst)
     assert result.exit_code == 0, result.message
     kinds = [s.kind for s in result.plan.steps] if result.plan else []
     assert {"config", "rename", "strip"} <= set(kinds)
@@ -171,7 +180,7 @@ def test_seed_case_speculators_drafter_made_ready_for_sglang(tmp_path: Path) -> 
     assert not any(n.startswith("layers.") for n in names)
     assert "midlayer.self_attn.q_proj.weight" in names
     assert "embed_tokens.weight" not in names  # SGLang overwrites it with the target's anyway
-    assert errors_for(dst, "sglang", TARGET) == []
+    assert errors_for(dst, "sglang==0.5.11", TARGET) == []
 
 
 @pytest.mark.skipif(not DEMO_VARIANTS, reason="demo data not generated")
@@ -283,8 +292,14 @@ def test_unverified_repair_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Mo
     ("name", "spec", "engine", "code", "option"),
     [
         ("nbr_true", speculators_spec(norm_before_residual=True), "sglang", "NORM_FLAGS_UNSUPPORTED", "vLLM"),
-        ("nbr_absent", speculators_spec(norm_before_residual=None), "sglang", "PRECONDITION", "vLLM"),
-        ("norm_before_fc", speculators_spec(norm_before_fc=True), "sglang", "NORM_FLAGS_UNSUPPORTED", "vLLM"),
+        # norm_before_fc arrived in SGLang 0.5.17: older releases refuse it
+        (
+            "norm_before_fc",
+            speculators_spec(norm_before_fc=True),
+            "sglang==0.5.16",
+            "NORM_FLAGS_UNSUPPORTED",
+            "vLLM",
+        ),
         (
             "q_norm",
             speculators_spec(extra_keys={"layers.0.self_attn.q_norm.weight": ((16,), torch.float32)}),
@@ -294,8 +309,8 @@ def test_unverified_repair_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Mo
         ),
         (
             "multi_layer",
-            speculators_spec(num_hidden_layers=2, extra_layers=1),
-            "sglang",
+            DrafterSpec(num_hidden_layers=2, extra_layers=1),
+            "sglang==0.5.11",
             "MULTI_LAYER_DRAFTER",
             "vLLM",
         ),
@@ -345,6 +360,16 @@ def test_refusals_write_nothing(
     plan = repair_plan(src, engine)
     assert code in {r.code for r in plan.refusals}
     assert all(r.options for r in plan.refusals)
+
+
+def test_unstated_norm_before_residual_written_for_vllm(tmp_path: Path) -> None:
+    """speculators trains with norm_before_residual false (its default); vLLM assumes true when the key
+    is absent, so the copy for vLLM states it. SGLang's own behaviour is false: nothing to refuse."""
+    src = build_drafter(tmp_path / "src", speculators_spec(norm_before_residual=None))
+    result = repair(src, "vllm", tmp_path / "vllm")
+    assert result.exit_code == 0, result.message
+    assert json.loads((tmp_path / "vllm" / "config.json").read_text())["norm_before_residual"] is False
+    assert repair(src, "sglang", tmp_path / "sglang").exit_code == 0
 
 
 def test_sglang_refusal_for_norm_before_residual_suggests_vllm(tmp_path: Path) -> None:
@@ -453,7 +478,7 @@ def test_dry_run_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[st
     out = tmp_path / "outs"
     out.mkdir()
     rc, stdout, _ = run_cli(
-        ["repair", str(src), "--engine", "sglang", "--out", str(out / "dst"), "--dry-run"], capsys
+        ["repair", str(src), "--engine", "sglang==0.5.11", "--out", str(out / "dst"), "--dry-run"], capsys
     )
     assert rc == 0 and "DRY-RUN" in stdout and "rename" in stdout
     assert siblings(out) == set()
@@ -505,13 +530,14 @@ def test_bad_arguments_and_unusable_input(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_json_output_is_one_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    src = build_drafter(tmp_path / "src", speculators_spec())
+    src = build_drafter(tmp_path / "src", DrafterSpec(layout="layers"))
     rc, stdout, _ = run_cli(
-        ["repair", str(src), "--engine", "sglang", "--out", str(tmp_path / "dst"), "--json"], capsys
+        ["repair", str(src), "--engine", "sglang==0.5.11", "--out", str(tmp_path / "dst"), "--json"], capsys
     )
     assert rc == 0
     obj = json.loads(stdout)
     assert obj["status"] == "repaired" and obj["verification"]["errors"] == []
+    assert obj["plan"]["release"] == "sglang 0.5.10.post1–0.5.11"
     assert obj["plan"]["coverage"]["KEYS_DROPPED_BY_ENGINE"]["status"] == "fixed"
     assert obj["record"]["tensors"]["copied_bit_exact"] > 0
 
