@@ -33,14 +33,15 @@
 # %% tags=["parameters"]
 checkpoint = "../data/demo/drafters/d2t_absolute"  # drafter directory: config.json + weights
 target = "../data/demo/target"  # target model directory, or None (no cross-checks, no acceptance)
-engine = "all"  # engines to simulate: "all", or "sglang", "vllm", "eagle", "speculators", "tensorrt_llm" (newest release), or a release: "sglang==0.5.11"
+# engine: "all", an engine ("sglang", "vllm", "eagle", "speculators", "tensorrt_llm": its newest
+# release) or one release, e.g. "sglang==0.5.11"
+engine = "all"
 prompts = "../data/demo/prompts.jsonl"  # probe prompts (.jsonl with {"prompt": ...} or one per line), or None
 max_prompts = 4  # how many of the prompts the probe uses (the first ones)
 k = 3  # draft tokens per cycle
 max_new_tokens = 32  # new tokens per prompt (EOS ignored)
-probe_engine = (
-    "reference"  # probe view: "reference" or an engine release ("sglang", "sglang==0.5.11", "vllm", ...)
-)
+# probe_engine: the probe view, "reference" or an engine release ("sglang", "sglang==0.5.11", "vllm")
+probe_engine = "reference"
 device = "auto"  # "auto" (CUDA in bf16 when present, else CPU in fp32), "cpu" or "cuda"
 ids = "../data/demo/corpus_ids.safetensors"  # token ids (input_ids + loss_mask) for coverage, or None
 top = 5  # finding codes shown in full (errors first)

@@ -38,7 +38,9 @@
 # %% tags=["parameters"]
 checkpoint = "../data/demo/drafters/speculators_layout"  # drafter directory: config.json + weights
 target = "../data/demo/target"  # target model directory, or None to skip target cross-checks
-engine = "all"  # "all", an engine ("sglang", "vllm", "eagle", "speculators", "tensorrt_llm") or a release ("sglang==0.5.11")
+# engine: "all", an engine ("sglang", "vllm", "eagle", "speculators", "tensorrt_llm": its newest
+# release) or one release, e.g. "sglang==0.5.11"
+engine = "all"
 
 # %%
 from IPython.display import HTML

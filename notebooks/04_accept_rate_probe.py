@@ -41,12 +41,14 @@ target = "../data/demo/target"  # target model directory (local Hugging Face cau
 prompts = "../data/demo/prompts.jsonl"  # .jsonl with {"prompt": ...} per line, or one prompt per line
 k = 3  # draft tokens per cycle
 device = "auto"  # "auto" (CUDA in bf16 when present, else CPU in fp32), "cpu" or "cuda"
-engine = "reference"  # "reference" or an engine release: "sglang" (newest), "sglang==0.5.11", "vllm", ...
+# engine: "reference" or an engine release, e.g. "sglang" (the newest), "sglang==0.5.11", "vllm"
+engine = "reference"
 max_new_tokens = 64  # new tokens per prompt (EOS ignored)
 variants = "../data/demo/drafters"  # directory of drafters to compare, or None to skip the comparison
 engines = ["reference", "sglang", "vllm"]  # engine views in the comparison
 server_url = None  # live vLLM/SGLang server serving `target` with `checkpoint` (e.g. "http://127.0.0.1:8000"); None skips
-server_engine = "vllm"  # "vllm" or "sglang" (optionally ==VERSION): the engine behind server_url
+# server_engine: the engine behind server_url, "vllm" or "sglang" ("sglang==0.5.23" pins a release)
+server_engine = "vllm"
 
 # %%
 # %matplotlib inline

@@ -26,7 +26,7 @@ _COMMIT = "cb7e0841"
 
 EAGLE_REFERENCE = EngineRules(
     name="eagle",
-    display="EAGLE (SafeAILab reference)",
+    display="EAGLE",  # the release label names SafeAILab/EAGLE and the commit
     package="SafeAILab/EAGLE",
     first=_COMMIT,
     last=_COMMIT,

@@ -17,6 +17,7 @@ import json
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
+from eagle3_forensics.engines import split_spec
 from eagle3_forensics.errors import BadArgumentsError
 from eagle3_forensics.views.text import human_bytes as _human_bytes
 
@@ -76,14 +77,18 @@ def finding_codes(diagnosis: Diagnosis) -> list[str]:
     return list(dict.fromkeys(f.code for f in diagnosis.findings))
 
 
-def engines_of(diagnosis: Diagnosis, engine: str | None = "all") -> list[str]:
-    """The engines a notebook parameter names: ``"all"``/``None`` -> every simulated engine."""
-    if engine in (None, "all"):
+def engines_of(diagnosis: Diagnosis, engine: str | list[str] | None = "all") -> list[str]:
+    """The engines a notebook parameter names: ``"all"``/``None`` -> every simulated engine; a
+    release spec (``"sglang==0.5.11"``) names its engine."""
+    if engine is None or engine == "all" or (isinstance(engine, list) and "all" in engine):
         return list(diagnosis.loads)
-    if engine not in diagnosis.loads:
+    specs = engine if isinstance(engine, list) else [s for s in engine.split(",") if s.strip()]
+    names = [split_spec(s)[0] for s in specs]
+    missing = [n for n in names if n not in diagnosis.loads]
+    if missing:
         known = ", ".join(diagnosis.loads) or "none (the checkpoint is unusable)"
-        raise BadArgumentsError(f"no load simulation for engine {engine!r}; simulated: {known}")
-    return [engine]
+        raise BadArgumentsError(f"no load simulation for engine {missing[0]!r}; simulated: {known}")
+    return list(dict.fromkeys(names))
 
 
 # -- tables ------------------------------------------------------------------------------------
@@ -158,7 +163,7 @@ def key_fate_table(diagnosis: Diagnosis, engine: str) -> pd.DataFrame:
         raise BadArgumentsError(
             "key_fate_table shows one engine; use key_fates_html(diagnosis, 'all') for every engine"
         )
-    (name,) = engines_of(diagnosis, engine)
+    name = engines_of(diagnosis, engine)[0]
     load = diagnosis.loads[name]
     rows = [
         {

@@ -97,6 +97,7 @@ def test_every_variant_is_written(root: pathlib.Path) -> None:
     assert demo.VARIANTS == (
         "healthy",
         "speculators_layout",
+        "layers_flat",
         "d2t_absolute",
         "d2t_double_offset",
         "d2t_missing",

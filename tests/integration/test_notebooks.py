@@ -280,7 +280,11 @@ def test_build_demo_report(demo_report: tuple[int, Path]) -> None:
         expected = demo.EXPECTED_FINDINGS[run["drafter"]]
         assert set(expected) <= set(run["codes"]), run
         assert {f["code"] for f in run["findings"]} == set(run["codes"])  # with severities, for the gate
-        assert run["verdict"] == ("healthy" if not expected else "broken"), run
+        # a variant whose expected findings include an error is broken; one with warnings only (aux_shifted:
+        # the ids read one layer early by vLLM/speculators, an ambiguous convention) is "warnings"
+        severities = {f["severity"] for f in run["findings"] if f["code"] in expected}
+        verdict = "healthy" if not expected else ("broken" if "error" in severities else "warnings")
+        assert run["verdict"] == verdict, run
     index = (out / "index.html").read_text()
     for variant in demo.VARIANTS:
         assert f"{variant}__01_checkpoint_keys.html" in index

@@ -227,13 +227,17 @@ def test_seed_case_per_release(
     old = _probe(
         target, prompts, greedy, DRAFTERS / "layers_flat", "sglang==0.5.11", teacher_forced=False, sweep=False
     )
-    new = _probe(target, prompts, greedy, DRAFTERS / "layers_flat", "sglang", teacher_forced=False, sweep=False)
+    new = _probe(
+        target, prompts, greedy, DRAFTERS / "layers_flat", "sglang", teacher_forced=False, sweep=False
+    )
     vll = _probe(
         target, prompts, greedy, DRAFTERS / "speculators_layout", "vllm", teacher_forced=False, sweep=False
     )
     assert old.lossless and new.lossless and vll.lossless
     assert old.acceptance_length <= 1.2
-    assert old.view is not None and old.view["unfilled"] and old.view["release"] == "sglang 0.5.10.post1–0.5.11"
+    assert (
+        old.view is not None and old.view["unfilled"] and old.view["release"] == "sglang 0.5.10.post1–0.5.11"
+    )
     for r in (new, vll):
         assert abs(r.acceptance_length - healthy.acceptance_length) <= 0.05 * healthy.acceptance_length
 

@@ -32,7 +32,14 @@ DEMO = ROOT / "data" / "demo"
 DRAFTERS = DEMO / "drafters"
 TARGET = DEMO / "target"
 DEMO_VARIANTS = sorted(p.name for p in DRAFTERS.iterdir() if p.is_dir()) if DRAFTERS.is_dir() else []
-KNOWN_REPAIRABLE = ("healthy", "speculators_layout", "d2t_absolute", "d2t_double_offset", "d2t_missing")
+KNOWN_REPAIRABLE = (
+    "healthy",
+    "speculators_layout",
+    "layers_flat",
+    "d2t_absolute",
+    "d2t_double_offset",
+    "d2t_missing",
+)
 ENGINES = ("sglang", "vllm")
 
 
