@@ -156,17 +156,47 @@ def check_key_fates(ctx: Context) -> Iterator[Finding]:
                 },
                 fix="Remove them, or rename them to the engine's names (see the load report), in a copy of the checkpoint.",
             )
-        if load.unfilled and load.config_readable:
+        for code, what, fix in load.load_errors:
+            chance = (
+                " (unless uninitialised memory happens to hold a valid value)"
+                if load.load_errors_by_chance
+                else ""
+            )
+            yield Finding(
+                code,
+                Severity.ERROR,
+                f"{rules.display} ({rules.release}) fails to load this drafter{chance}: {what}.",
+                engine=name,
+                evidence={
+                    "stage": "load",
+                    "by_chance": load.load_errors_by_chance,
+                    **ctx.evidence_base(name),
+                },
+                fix=fix or "Provide the tensor the engine needs.",
+            )
+        if (load.unfilled or load.partial) and load.config_readable:
             unused_loaded = [f.key for f in load.fates if f.param in load.loaded_unused]
+            partial = [f"{p} (no {', '.join(missing)})" for p, missing in load.partial.items()]
+            message = (
+                f"{len(load.unfilled)} {rules.display} ({rules.release}) parameter(s) get no tensor from this "
+                f"checkpoint and stay at initialisation (e.g. {load.unfilled[0]!r})."
+                if load.unfilled
+                else ""
+            )
+            if partial:
+                message += (
+                    f"{' ' if message else ''}{len(partial)} stacked parameter(s) get only some of their shards; "
+                    f"the missing slices stay at initialisation (e.g. {partial[0]})."
+                )
             yield Finding(
                 "PARAMS_UNFILLED",
                 Severity.ERROR,
-                f"{len(load.unfilled)} {rules.display} ({rules.release}) parameter(s) get no tensor from this "
-                f"checkpoint and stay at initialisation (e.g. {load.unfilled[0]!r}).",
+                message,
                 engine=name,
                 evidence={
                     "unfilled": _listed(load.unfilled),
                     "count": len(load.unfilled),
+                    "partially_filled": _listed(partial),
                     # loaded into parameters the engine never uses (e.g. SGLang's input_layernorm of layers >= 1)
                     "loaded_but_unused": _listed(unused_loaded),
                     **ctx.evidence_base(name),

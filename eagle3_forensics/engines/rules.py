@@ -154,6 +154,7 @@ CONDITION_TOKENS: dict[str, str] = {
     "has_draft_vocab_size": "draft_vocab_size is set (not null)",
     "draft_vocab_size_null": "draft_vocab_size is present with the value null",
     "reduced_vocab": "the class's draft vocabulary is smaller than vocab_size",
+    "vocab_differs": "the class's draft vocabulary differs from vocab_size (smaller or larger)",
     "norm_before_fc": "the engine acts on norm_before_fc and it is true",
     "fc_norm": "the engine acts on fc_norm and it is true",
     "qwen3": "the decoder's model_type is qwen3 (q_norm / k_norm)",
@@ -212,6 +213,9 @@ class KeyRule:
     count: int = 1
     regex: re.Pattern[str] = field(default=re.compile(""), init=False, repr=False, compare=False)
     tokens: tuple[tuple[str, bool], ...] = field(default=(), init=False, repr=False, compare=False)
+    # the alternatives of a fusion rule's one group (``\.(q_proj|k_proj|v_proj)`` -> q_proj, k_proj,
+    # v_proj): the shards of the stacked parameter, each loaded into its slice
+    parts: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         try:
@@ -220,7 +224,36 @@ class KeyRule:
         except re.error as exc:
             raise ValueError(f"key rule {self.pattern!r} -> {self.target!r}: {exc}") from None
         object.__setattr__(self, "regex", compiled)
+        group = re.fullmatch(r"[^()|]*\(([\w|]+)\)[^()|]*", self.pattern)
+        if group is not None and "|" in group.group(1):
+            object.__setattr__(self, "parts", tuple(group.group(1).split("|")))
         object.__setattr__(self, "tokens", _check_when(self.when, f"key rule {self.pattern}"))
+
+
+@dataclass(frozen=True)
+class RequiredTensor:
+    """A checkpoint tensor the load cannot do without when ``when`` holds: absent, the load fails
+    loudly (speculators: ``load_verifier_weights`` masks the verifier's lm_head with ``t2d``).
+
+    ``finding`` is the finding code diagnose reports for it; ``note`` says what the engine does.
+    """
+
+    pattern: str
+    when: str = ""
+    note: str = ""
+    finding: str = "KEYS_REJECTED_BY_ENGINE"
+    fix: str = ""
+    # the failure depends on uninitialised memory: it happens unless that memory holds a valid value
+    by_chance: bool = False
+    regex: re.Pattern[str] = field(default=re.compile(""), init=False, repr=False, compare=False)
+    tokens: tuple[tuple[str, bool], ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "regex", re.compile(self.pattern))
+        except re.error as exc:
+            raise ValueError(f"required tensor {self.pattern!r}: {exc}") from None
+        object.__setattr__(self, "tokens", _check_when(self.when, f"required tensor {self.pattern}"))
 
 
 @dataclass(frozen=True)
@@ -371,6 +404,61 @@ class ArchAux:
     since: tuple[tuple[str, str], ...] = ()  # (architecture, first release) pairs
 
 
+class ShimMode(StrEnum):
+    """How an engine's speculators-config shim copies one top-level field into its own config."""
+
+    ALWAYS = "always"  # config_dict.get(name, default): written even when absent
+    IF_NOT_NONE = "if_not_none"  # `if config_dict.get(name) is not None`
+    IF_TRUTHY = "if_truthy"  # `if config_dict.get(name)`
+
+
+@dataclass(frozen=True)
+class ShimField:
+    name: str
+    mode: ShimMode = ShimMode.ALWAYS
+    default: Any = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", ShimMode(self.mode))
+
+
+@dataclass(frozen=True)
+class SpeculatorsShim:
+    """How an engine that does not read speculators configs natively converts one (vLLM's
+    ``transformers_utils/configs/speculators``): the decoder's ``transformer_layer_config`` becomes
+    the config, then these top-level fields are copied in; every other top-level field (e.g.
+    ``num_aux_hidden_states``, ``bias``, ``use_aux_hidden_state``) is lost.
+    """
+
+    fields: tuple[ShimField, ...]
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for f in self.fields:
+            if not isinstance(f, ShimField):
+                raise ValueError(f"speculators shim field {f!r} is not a ShimField")
+
+    def carried(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    def default_of(self, name: str) -> Any:
+        return next((f.default for f in self.fields if f.name == name and f.mode is ShimMode.ALWAYS), None)
+
+    def apply(self, raw: dict[str, Any], layer_key: str = "transformer_layer_config") -> dict[str, Any]:
+        """The config the engine builds from the speculators config ``raw``."""
+        layer = raw.get(layer_key)
+        out: dict[str, Any] = dict(layer) if isinstance(layer, dict) else {}
+        for f in self.fields:
+            value = raw.get(f.name, f.default if f.mode is ShimMode.ALWAYS else None)
+            if (
+                f.mode is ShimMode.ALWAYS
+                or (f.mode is ShimMode.IF_NOT_NONE and value is not None)
+                or (f.mode is ShimMode.IF_TRUTHY and value)
+            ):
+                out[f.name] = value
+        return out
+
+
 @dataclass(frozen=True)
 class NormFlag:
     """A normalisation variant a class implements, and the config levels it is read from (in order)."""
@@ -458,7 +546,13 @@ class EngineRules:
     required_keys: tuple[str, ...] = ()  # must be present (null allowed)
     null_fatal: tuple[str, ...] = ()  # present with value null -> loud build error ...
     null_fatal_when: str = ""  # ... when this condition holds (vLLM: only when it builds fc)
+    # (field, condition, what happens): a null field fatal at build only under its own condition
+    null_fatal_if: tuple[tuple[str, str, str], ...] = ()
     rejected_model_types: tuple[tuple[str, str], ...] = ()  # (model_type, what happens) -> loud
+    # top-level fields the config parser refuses when null (speculators' pydantic `draft_vocab_size: int`)
+    null_rejected: tuple[str, ...] = ()
+    # pairs of norm flags the config parser refuses together (speculators 0.7.0+: norm_before_fc, fc_norm)
+    exclusive_flags: tuple[tuple[str, str], ...] = ()
     max_layers: int | None = None  # decoder layers the class builds (None: as configured)
     over_max: OverLimit = OverLimit.BUILD_ERROR
     config_fix: str = "Write the config layout this engine reads."
@@ -477,6 +571,11 @@ class EngineRules:
     # Unknown keys with these suffixes are ignored (not rejected) when their module exists (vLLM: .bias)
     ignored_suffixes: tuple[str, ...] = ()
     params: tuple[ParamRule, ...] = ()
+    # tensors whose absence makes the load fail (not attributable to one key)
+    required_tensors: tuple[RequiredTensor, ...] = ()
+    # the loader compares every shape it loads (from_pretrained without ignore_mismatched_sizes):
+    # lm_head / d2t / t2d against the vocabulary sizes the config gives, too
+    vocab_shapes_checked: bool = False
 
     # -- semantics -------------------------------------------------------------------------
     d2t_encoding: D2tEncoding = D2tEncoding.OFFSETS
@@ -494,6 +593,8 @@ class EngineRules:
     norm_output_meaning: NormOutputMeaning | None = None
     # assumed when a speculators config lacks norm_before_residual (None: the flag is not read)
     speculators_norm_before_residual_default: bool | None = None
+    # how a speculators config is converted before the class reads it (None: read as written)
+    speculators_shim: SpeculatorsShim | None = None
     honours_tie_word_embeddings: bool = False
     missing_draft_vocab_size: MissingDraftVocab = MissingDraftVocab.VOCAB_SIZE
     null_draft_vocab_size: MissingDraftVocab = MissingDraftVocab.VOCAB_SIZE
@@ -534,6 +635,27 @@ class EngineRules:
             if not isinstance(spec, NormFlag) or spec.flag not in SUPPORTED_NORM_FLAGS:
                 raise ValueError(f"norm flag {spec!r} is not a NormFlag of {', '.join(SUPPORTED_NORM_FLAGS)}")
         _check_when(self.null_fatal_when, "null_fatal_when")
+        for item in self.null_fatal_if:
+            if len(item) != 3:
+                raise ValueError(f"null_fatal_if {item!r} is not (field, condition, what happens)")
+            _check_when(item[1], f"null_fatal_if {item[0]}")
+        for pair in self.exclusive_flags:
+            if len(pair) != 2 or not set(pair) <= set(SUPPORTED_NORM_FLAGS):
+                raise ValueError(
+                    f"exclusive_flags {pair!r} is not a pair of {', '.join(SUPPORTED_NORM_FLAGS)}"
+                )
+        for req in self.required_tensors:
+            if not isinstance(req, RequiredTensor):
+                raise ValueError(f"required tensor {req!r} is not a RequiredTensor")
+        if self.speculators_shim is not None:
+            if not isinstance(self.speculators_shim, SpeculatorsShim):
+                raise ValueError(f"speculators_shim {self.speculators_shim!r} is not a SpeculatorsShim")
+            shim_nbr = self.speculators_shim.default_of("norm_before_residual")
+            if shim_nbr is not None and shim_nbr != self.speculators_norm_before_residual_default:
+                raise ValueError(
+                    "speculators_norm_before_residual_default disagrees with the shim's default "
+                    f"({self.speculators_norm_before_residual_default} vs {shim_nbr})"
+                )
         runner_names = {r.name for r in self.runners}
         for src in self.aux_sources:
             unknown = set(src.runners) - runner_names
@@ -634,6 +756,7 @@ RELEASE_FIELDS: tuple[str, ...] = (
     "runners",
     "use_aux_hidden_state",
     "buffer_count_from",
+    "speculators_shim",
 )
 
 

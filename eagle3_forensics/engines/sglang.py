@@ -426,6 +426,16 @@ SGLANG_0_5_11 = EngineRules(
     required_keys=("draft_vocab_size",),
     # `hasattr(config, "target_hidden_size")` then `* 3`: a JSON null is a TypeError [run]
     null_fatal=("target_hidden_size",),
+    # with tie_word_embeddings the null is never replaced by vocab_size, and the logits processor's
+    # config gets vocab_size = draft_vocab_size = None (llama_eagle3.py:224-236) [run: a strict-config error]
+    null_fatal_if=(
+        (
+            "draft_vocab_size",
+            "tied",
+            "with tie_word_embeddings the logits processor is built with vocab_size = null "
+            "(llama_eagle3.py: config_.vocab_size = config_.draft_vocab_size)",
+        ),
+    ),
     max_layers=1,
     over_max=OverLimit.BUILD_ERROR,  # llama_eagle3.py:213 ValueError("EAGLE3 currently only supports 1 layer")
     config_fix="Write a flat config with architectures ['LlamaForCausalLMEagle3'], draft_vocab_size (null to "
@@ -517,6 +527,7 @@ KIMI_MLA_0_5_12 = replace(
     ),
     required_keys=(),  # `getattr(config, "draft_vocab_size", None)`: absent borrows the target head [run]
     null_fatal=(),
+    null_fatal_if=(),  # `config_for_logits.vocab_size = draft_vocab_size or config.vocab_size` (:368)
     max_layers=1,  # `if config.num_hidden_layers != 1: raise ValueError(...)` [run]
     over_max=OverLimit.BUILD_ERROR,
     skip=(KeyRule(r"(^|\.)t2d$", note='`name == "t2d" or name.endswith(".t2d")`'),),

@@ -48,6 +48,7 @@ FILLED_ACTIONS = ("loaded", "renamed", "fused", "consumed")
 # Parameter fates in LoadReport.param_fates.
 FILLED = "filled"
 UNFILLED = "unfilled"  # stays at initialisation and is used
+PARTIAL = "partial"  # a stacked parameter (qkv_proj, gate_up_proj) with some shards missing
 UNUSED = "unused"  # stays at initialisation, never used (harmless)
 FROM_TARGET = "from_target"
 DEFAULTED = "defaulted"
@@ -84,7 +85,13 @@ class LoadReport:
     loaded_unused: list[str] = field(default_factory=list)  # filled, but never used by the engine
     by_chance: list[str] = field(default_factory=list)  # filled only if uninitialised memory is NaN
     param_fates: dict[str, str] = field(default_factory=dict)  # every engine parameter -> its fate
+    # stacked parameters only some of whose shards arrive: those slices stay at initialisation
+    partial: dict[str, list[str]] = field(default_factory=dict)  # param -> missing shards
     build_errors: list[str] = field(default_factory=list)  # loud failures while building the model
+    # loud failures of the load not caused by one key: (finding code, what happens, fix)
+    load_errors: list[tuple[str, str, str]] = field(default_factory=list)
+    # every load error depends on uninitialised memory (the load then succeeds by chance)
+    load_errors_by_chance: bool = False
     # where a loud failure happens: "config" | "class" | "build" (None: config and build succeed)
     failure_stage: str | None = None
     d2t: str = "none"  # "offsets" / "absolute" (read from the checkpoint), "identity", "none" (full vocab)
@@ -97,7 +104,12 @@ class LoadReport:
     @property
     def loads(self) -> bool:
         """True when the engine would start with this drafter (no loud failure)."""
-        return self.config_readable and not self.build_errors and not self.keys_with("rejected")
+        return (
+            self.config_readable
+            and not self.build_errors
+            and not self.load_errors
+            and not self.keys_with("rejected")
+        )
 
     def counts(self) -> dict[str, int]:
         out = dict.fromkeys(ACTIONS, 0)
@@ -114,6 +126,8 @@ class LoadReport:
             "config_readable": self.config_readable,
             "config_problem": self.config_problem,
             "build_errors": self.build_errors,
+            "load_errors": [{"finding": code, "message": msg} for code, msg, _ in self.load_errors],
+            "load_errors_by_chance": self.load_errors_by_chance,
             "failure_stage": self.failure_stage,
             "counts": self.counts(),
             "keys": [f.to_dict() for f in self.fates],
@@ -123,6 +137,7 @@ class LoadReport:
             "from_target": self.from_target,
             "defaulted": self.defaulted,
             "by_chance": self.by_chance,
+            "partial": self.partial,
             "d2t": self.d2t,
         }
 
@@ -140,6 +155,30 @@ def layer_model_type(cfg: DrafterConfig) -> Any:
 def rules_for(rules: EngineRules, cfg: DrafterConfig) -> EngineRules:
     """The table of the drafter class ``rules``' release builds for this config."""
     return rules.for_config(cfg.style, cfg.architectures, layer_model_type(cfg))
+
+
+def engine_view(rules: EngineRules, cfg: DrafterConfig) -> DrafterConfig:
+    """The config as the drafter class reads it.
+
+    A release with a speculators shim (vLLM) does not read a speculators config as written: it
+    builds its own config from ``transformer_layer_config`` plus the top-level fields the shim
+    copies, so e.g. a top-level ``num_aux_hidden_states`` or ``bias`` never reaches the class.
+    Every other config is read as written. ``rules`` may be the release's or the class's table.
+    """
+    if getattr(cfg, "_is_engine_view", False) or cfg.style != ConfigStyle.SPECULATORS:
+        return cfg
+    shim = rules_for(rules, cfg).speculators_shim
+    if shim is None:
+        return cfg
+    views: dict[int, DrafterConfig] = cfg.__dict__.setdefault("_engine_views", {})
+    view = views.get(id(shim))
+    if view is None:
+        raw = shim.apply(cfg.raw, LAYER)
+        raw[LAYER] = cfg.raw.get(LAYER)  # kept: the layer model_type picks the class, as before
+        view = DrafterConfig(raw)
+        view.__dict__["_is_engine_view"] = True
+        views[id(shim)] = view
+    return view
 
 
 # -- how an engine reads the config ------------------------------------------------------------
@@ -180,6 +219,12 @@ def config_failure(rules: EngineRules, cfg: DrafterConfig) -> tuple[str | None, 
                 f"it has no EAGLE-3 drafter class for architectures {archs or 'none'} (it reads {list(allowed)})",
                 "class",
             )
+    null_refused = [k for k in rules.null_rejected if cfg.fields.get(k) and cfg.at(TOP, k, 0) is None]
+    if null_refused:
+        return f"its config parser refuses a null {', '.join(null_refused)}", "config"
+    for a, b in rules.exclusive_flags:
+        if engine_flag(rules, cfg, a) and engine_flag(rules, cfg, b):
+            return f"its config parser refuses {a} and {b} together (mutually exclusive)", "config"
     missing = (
         [f for f in rules.flat_required_fields if cfg.get(f) is None] if cfg.style == ConfigStyle.FLAT else []
     )
@@ -191,22 +236,24 @@ def config_failure(rules: EngineRules, cfg: DrafterConfig) -> tuple[str | None, 
             f"it reads {', '.join(absent)} unconditionally; without the key the build fails (AttributeError)"
         )
         return why, "build"
-    # flat configs only: a speculators shim copies such fields only when they are not null
+    # read as the class reads the config: a speculators shim copies such fields only when not null
     cond = conditions(rules, cfg, set())
     fatal = all(cond[name] != negate for name, negate in _tokens(rules.null_fatal_when))
-    null = [
-        k
-        for k in rules.null_fatal
-        if fatal and cfg.style == ConfigStyle.FLAT and cfg.fields.get(k) and cfg.get(k) is None
-    ]
+    view = engine_view(rules, cfg)
+    null = [k for k in rules.null_fatal if fatal and view.fields.get(k) and view.get(k) is None]
     if null:
         return f"{', '.join(null)} is null, and the build multiplies it (TypeError)", "build"
+    for key, when, what in rules.null_fatal_if:
+        holds = all(cond[name] != negate for name, negate in _tokens(when))
+        if holds and view.fields.get(key) and view.get(key) is None:
+            return f"{key} is null: {what}", "build"
     return None, None
 
 
 def engine_flag(rules: EngineRules, cfg: DrafterConfig, flag: str) -> bool:
     """The value the release acts on for a normalisation flag (False when unimplemented)."""
     rules = rules_for(rules, cfg)
+    cfg = engine_view(rules, cfg)
     spec = rules.norm_flag(flag)
     if spec is None:
         return False
@@ -230,7 +277,7 @@ def aux_enabled(rules: EngineRules, cfg: DrafterConfig) -> bool:
     """False when the release reads ``eagle_config.use_aux_hidden_state: false`` (no aux capture)."""
     if rules_for(rules, cfg).use_aux_hidden_state is AuxDisabled.NOT_READ:
         return True
-    return cfg.at(EAGLE, "use_aux_hidden_state") is not False
+    return engine_view(rules, cfg).at(EAGLE, "use_aux_hidden_state") is not False
 
 
 def _valid_ids(value: Any) -> bool:
@@ -250,6 +297,7 @@ def aux_ids_read(
     written when the conversion was a fixed offset; the conversion is :func:`aux_capture`'s.
     """
     rules = rules_for(rules, cfg)
+    cfg = engine_view(rules, cfg)
     if runner is None:
         runner = next((r.name for r in rules.runners if r.default), None)
     for src in rules.aux_sources:
@@ -320,12 +368,14 @@ def aux_capture(
 def fc_count(rules: EngineRules, cfg: DrafterConfig) -> tuple[int, str]:
     """(aux states ``fc`` takes, where that number came from) for this release's class."""
     rules = rules_for(rules, cfg)
+    cfg = engine_view(rules, cfg)
     return _count(rules.fc_count_from, cfg)
 
 
 def buffer_count(rules: EngineRules, cfg: DrafterConfig) -> tuple[int, str] | None:
     """(aux states the draft-input buffer holds, source), when the release sizes it apart from ``fc``."""
     rules = rules_for(rules, cfg)
+    cfg = engine_view(rules, cfg)
     if rules.buffer_count_from is None:
         return None
     return _count(rules.buffer_count_from, cfg)
@@ -353,6 +403,7 @@ def _count(sources: tuple[FcCount, ...], cfg: DrafterConfig) -> tuple[int, str]:
 def fc_input_width(rules: EngineRules, cfg: DrafterConfig) -> int | None:
     """The width of one aux state as the class sizes fc (``None`` when the config lacks it)."""
     rules = rules_for(rules, cfg)
+    cfg = engine_view(rules, cfg)
     h = cfg.hidden_size
     if rules.fc_width is FcWidth.HIDDEN_SIZE:
         return h
@@ -362,6 +413,7 @@ def fc_input_width(rules: EngineRules, cfg: DrafterConfig) -> int | None:
 def effective_draft_vocab(rules: EngineRules, cfg: DrafterConfig) -> int | None:
     """The draft vocabulary the class builds lm_head with (``None``: borrowed / unknown)."""
     rules = rules_for(rules, cfg)
+    cfg = engine_view(rules, cfg)
     v = cfg.draft_vocab_size
     if v is not None:
         return v
@@ -376,6 +428,7 @@ def effective_draft_vocab(rules: EngineRules, cfg: DrafterConfig) -> int | None:
 
 def conditions(rules: EngineRules, cfg: DrafterConfig, names: set[str]) -> dict[str, bool]:
     rules = rules_for(rules, cfg)
+    cfg = engine_view(rules, cfg)
     h, ht = cfg.hidden_size, cfg.target_hidden_size
     big_v = cfg.vocab_size
     v = effective_draft_vocab(rules, cfg)
@@ -392,6 +445,7 @@ def conditions(rules: EngineRules, cfg: DrafterConfig, names: set[str]) -> dict[
         "has_draft_vocab_size": cfg.draft_vocab_size is not None,
         "draft_vocab_size_null": dvs_present and cfg.get("draft_vocab_size") is None,
         "reduced_vocab": v is not None and big_v is not None and v < big_v,
+        "vocab_differs": v is not None and big_v is not None and v != big_v,
         "norm_before_fc": engine_flag(rules, cfg, "norm_before_fc"),
         "fc_norm": engine_flag(rules, cfg, "fc_norm"),
         "qwen3": layer_model_type(cfg) == "qwen3",
@@ -413,6 +467,7 @@ def _holds(rule: Any, cond: dict[str, bool]) -> bool:
 def num_layers(rules: EngineRules, cfg: DrafterConfig) -> int:
     """Decoder layers the class builds for this config."""
     rules = rules_for(rules, cfg)
+    cfg = engine_view(rules, cfg)
     layers = cfg.num_hidden_layers or 1
     if rules.max_layers is not None:
         layers = min(layers, rules.max_layers)
@@ -458,6 +513,15 @@ def expected_shapes(rules: EngineRules, cfg: DrafterConfig, params: dict[str, st
             out[p] = [k * w]
         elif re.search(r"fc_norm\.\d+\.weight$", p):
             out[p] = [w]
+    if rules.vocab_shapes_checked:
+        dv, big_v = effective_draft_vocab(rules, cfg), cfg.vocab_size
+        for p in params:
+            if dv is not None and re.search(r"(^|\.)lm_head\.weight$", p):
+                out[p] = [dv, h]
+            elif dv is not None and re.search(r"(^|\.)d2t$", p):
+                out[p] = [dv]
+            elif big_v is not None and re.search(r"(^|\.)t2d$", p):
+                out[p] = [big_v]
     return out
 
 
@@ -562,6 +626,23 @@ def _rename(rules: EngineRules, key: str, cond: dict[str, bool]) -> str:
     return name
 
 
+def _partially_fused(rules: EngineRules, fates: list[KeyFate], cond: dict[str, bool]) -> dict[str, list[str]]:
+    """Stacked parameters some of whose shards arrived and some not (param -> missing shards)."""
+    seen: dict[str, set[str]] = {}
+    wanted: dict[str, tuple[str, ...]] = {}
+    for fate in fates:
+        if fate.action != "fused" or not fate.param:
+            continue
+        name = _rename(rules, fate.key, cond)
+        for rule in rules.fuse:
+            m = rule.regex.search(name)
+            if m is not None and rule.parts:
+                seen.setdefault(fate.param, set()).add(m.group(1))
+                wanted[fate.param] = rule.parts
+                break
+    return {p: [s for s in wanted[p] if s not in got] for p, got in seen.items() if set(wanted[p]) - got}
+
+
 def simulate_load(rules: EngineRules, ckpt: Checkpoint, cfg: DrafterConfig | None = None) -> LoadReport:
     """Apply the release's table (the class it builds for this config) to the checkpoint's names and config."""
     cfg = cfg or DrafterConfig(ckpt.config)
@@ -588,6 +669,7 @@ def simulate_load(rules: EngineRules, ckpt: Checkpoint, cfg: DrafterConfig | Non
             )
         fates.append(fate)
     filled = {f.param for f in fates if f.param and f.action in FILLED_ACTIONS}
+    partial = _partially_fused(rules, fates, cond)
     param_fates: dict[str, str] = {}
     unfilled, unused, from_target, defaulted, by_chance = [], [], [], [], []
     loaded_unused = [p for p, how in params.items() if how == Fill.UNUSED and p in filled]
@@ -595,6 +677,8 @@ def simulate_load(rules: EngineRules, ckpt: Checkpoint, cfg: DrafterConfig | Non
         if how == Fill.TARGET:
             param_fates[param] = FROM_TARGET
             from_target.append(param)
+        elif param in partial:
+            param_fates[param] = PARTIAL
         elif param in filled:
             param_fates[param] = FILLED
         elif how == Fill.CHECKPOINT:
@@ -623,6 +707,15 @@ def simulate_load(rules: EngineRules, ckpt: Checkpoint, cfg: DrafterConfig | Non
         build_errors.append(
             f"num_hidden_layers {configured} > {rules.max_layers}: the {rules.drafter_class} constructor raises"
         )
+    missing_required = [
+        req
+        for req in rules.required_tensors
+        if _holds(req, cond) and not any(req.regex.search(n) for n in names)
+    ]
+    load_errors = [
+        (req.finding, req.note or f"the load fails without a tensor matching {req.pattern!r}", req.fix)
+        for req in missing_required
+    ]
     d2t_fate = next((f for f in fates if re.search(r"(^|\.)d2t$", f.key)), None)
     if d2t_fate is not None and d2t_fate.action in FILLED_ACTIONS:
         d2t = rules.d2t_encoding.value
@@ -645,9 +738,12 @@ def simulate_load(rules: EngineRules, ckpt: Checkpoint, cfg: DrafterConfig | Non
         unused=unused,
         loaded_unused=loaded_unused,
         by_chance=by_chance,
+        partial=partial,
         param_fates=param_fates,
         build_errors=build_errors,
-        failure_stage=stage if problem else ("build" if build_errors else None),
+        load_errors=load_errors if problem is None and not build_errors else [],
+        load_errors_by_chance=bool(missing_required) and all(req.by_chance for req in missing_required),
+        failure_stage=stage if problem else ("build" if build_errors else ("load" if load_errors else None)),
         d2t=d2t,
         d2t_encoding=rules.d2t_encoding.value,
         missing_d2t=rules.missing_d2t,

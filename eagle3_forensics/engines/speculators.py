@@ -5,9 +5,15 @@ Read in the wheels 0.3.0 … 0.9.0; 0.9.0 (the newest) was also run (``[run]`` i
 are logged as warnings; ``embed_tokens``, ``d2t``, ``t2d`` (and from 0.5.0 ``input_norm``) are in
 ``_keys_to_ignore_on_load_missing``.
 
-- 0.3.0–0.4.0: ``fc`` takes 3 aux states; only ``norm_before_residual``.
-- 0.5.0–0.6.0: ``norm_before_fc`` (``input_norm``).
-- 0.7.0–0.9.0: ``fc_norm``, ``norm_output``; ``fc`` width from the number of ids.
+- 0.3.0: ``fc`` takes 3 aux states; only ``norm_before_residual``; a ``verifier_lm_head``.
+- 0.4.0: a ``verifier_norm`` too.
+- 0.5.0–0.6.0: ``norm_before_fc`` (``input_norm``); ``from_pretrained`` ends with
+  ``load_verifier_weights``, which needs ``t2d`` for a reduced vocabulary.
+- 0.7.0–0.9.0: ``fc_norm``, ``norm_output`` (``norm_before_fc`` and ``fc_norm`` exclusive); ``fc``
+  width from the number of ids.
+
+Every release: ``draft_vocab_size`` null is a config error, absent means 32000, and
+``from_pretrained`` compares every shape (an ``lm_head`` for another vocabulary is an error).
 
 ``norm_before_residual`` defaults to **False** in every release (``config.py``), while vLLM's
 speculators shim assumes True when a config lacks it.
@@ -35,6 +41,7 @@ from eagle3_forensics.engines.rules import (
     NormOutputMeaning,
     ParamRule,
     Prefix,
+    RequiredTensor,
     UnknownKeys,
 )
 
@@ -54,6 +61,11 @@ _PARAMS_0_3 = (
     ParamRule(_L + "self_attn.k_proj.weight"),
     ParamRule(_L + "self_attn.v_proj.weight"),
     ParamRule(_L + "self_attn.o_proj.weight"),
+    # Transformers' Llama/Qwen3 attention: q/k/v/o biases when transformer_layer_config.attention_bias [run]
+    ParamRule(_L + "self_attn.q_proj.bias", when="attention_bias"),
+    ParamRule(_L + "self_attn.k_proj.bias", when="attention_bias"),
+    ParamRule(_L + "self_attn.v_proj.bias", when="attention_bias"),
+    ParamRule(_L + "self_attn.o_proj.bias", when="attention_bias"),
     ParamRule(_L + "self_attn.q_norm.weight", when="qwen3"),
     ParamRule(_L + "self_attn.k_norm.weight", when="qwen3"),
     ParamRule(_L + "mlp.gate_proj.weight"),
@@ -65,18 +77,28 @@ _PARAMS_0_3 = (
     ParamRule(_L + "hidden_norm.weight", layers=Layers.FIRST),
     ParamRule("norm.weight"),
     ParamRule("lm_head.weight", filled_by=Fill.VERIFIER_IF_NAN),
-    ParamRule("d2t", when="reduced_vocab", filled_by=Fill.DEFAULT_IF_ABSENT),
-    ParamRule("t2d", when="reduced_vocab", filled_by=Fill.DEFAULT_IF_ABSENT),
+    # buffers built when draft_vocab_size != the verifier's vocab_size (use_draft_vocab, model.py:48-55)
+    ParamRule("d2t", when="vocab_differs", filled_by=Fill.DEFAULT_IF_ABSENT),
+    ParamRule("t2d", when="vocab_differs", filled_by=Fill.DEFAULT_IF_ABSENT),
+    # the verifier's lm_head (rows selected by t2d): never read from the draft checkpoint
+    # (its key is skipped), filled from the verifier (core.py:265 in 0.3.0; model.py:67, :186 in 0.9.0)
+    ParamRule("verifier_lm_head.weight", filled_by=Fill.TARGET),
 )
+# 0.4.0 adds the verifier's final norm, likewise filled from the verifier (core.py:297; 0.9.0 core.py:119)
+_VERIFIER_NORM = ParamRule("verifier_norm.weight", filled_by=Fill.TARGET)
 
 SPECULATORS_0_3_0 = EngineRules(
     name="speculators",
     display="speculators",
     package="speculators",
     first="0.3.0",
-    last="0.4.0",
+    last="0.3.0",
     sources=_src(
-        "0.3.0", "models/eagle3/core.py:181", "models/eagle3/config.py", "models/eagle3/model_definitions.py"
+        "0.3.0",
+        "models/eagle3/core.py:149-155 (_keys_to_ignore_on_load_missing / _on_save)",
+        "models/eagle3/core.py:181, :265 (fc, verifier_lm_head)",
+        "models/eagle3/config.py:38 (draft_vocab_size: int = 32000)",
+        "models/eagle3/model_definitions.py",
     ),
     drafter_class="Eagle3DraftModel",
     config_styles=frozenset({ConfigStyle.SPECULATORS}),
@@ -84,9 +106,14 @@ SPECULATORS_0_3_0 = EngineRules(
     speculators_model_types=None,  # any transformer_layer_config AutoConfig knows
     config_fix="Convert with `speculators convert SRC --algorithm eagle3 --verifier TARGET --output-path DST`.",
     skip=(KeyRule(r"^verifier_(lm_head|norm)\.", note="in _keys_to_ignore_on_save"),),
+    # pydantic `draft_vocab_size: int`: a null is a ValidationError (an absent one defaults to 32000) [run]
+    null_rejected=("draft_vocab_size",),
     prefix=Prefix.AS_IS,
     unknown_keys=UnknownKeys.WARN,  # from_pretrained logs unexpected keys
     params=_PARAMS_0_3,
+    # from_pretrained(ignore_mismatched_sizes=False): an lm_head / d2t sized for another draft
+    # vocabulary (e.g. the 32000 default when draft_vocab_size is absent) is an error [run]
+    vocab_shapes_checked=True,
     d2t_encoding=D2tEncoding.OFFSETS,
     missing_d2t="identity (no mapping loaded; d2t is in _keys_to_ignore_on_load_missing)",
     aux_sources=(AuxSource(Level.TOP),),
@@ -105,12 +132,41 @@ SPECULATORS_0_3_0 = EngineRules(
     ),
 )
 
-SPECULATORS_0_5_0 = replace(
+SPECULATORS_0_4_0 = replace(
     SPECULATORS_0_3_0,
+    first="0.4.0",
+    last="0.4.0",
+    sources=_src("0.4.0", "models/eagle3/core.py:158-165, :297 (verifier_norm), :319 (verifier_lm_head)"),
+    params=(*_PARAMS_0_3, _VERIFIER_NORM),
+)
+
+# 0.5.0: from_pretrained ends with load_vocab_mappings + load_verifier_weights (model.py:340), which
+# masks the verifier's lm_head with t2d; t2d is in _keys_to_ignore_on_load_missing, so without the
+# tensor the buffer holds uninitialised memory and the masked head has the wrong row count.
+_T2D_REQUIRED = RequiredTensor(
+    r"(^|\.)t2d$",
+    when="vocab_differs",
+    note="without a t2d tensor, from_pretrained's load_verifier_weights masks the verifier's lm_head with "
+    "an uninitialised t2d buffer and fails (size mismatch, or 't2d tensor hasn't been set') whenever the "
+    "config names a verifier",
+    finding="T2D_INVALID",
+    fix="Add t2d to the checkpoint: a bool mask over the target vocabulary, True exactly at the target "
+    "ids the draft vocabulary covers (t2d[arange(draft_vocab_size) + d2t] = True).",
+    by_chance=True,  # [run: 14 of 15 such drafters failed; one loaded, its memory held a valid mask]
+)
+
+SPECULATORS_0_5_0 = replace(
+    SPECULATORS_0_4_0,
     first="0.5.0",
     last="0.6.0",
-    sources=_src("0.5.0", "models/eagle3/core.py:189-226", "models/eagle3/config.py:58"),
-    params=(*_PARAMS_0_3, ParamRule("input_norm.weight", when="norm_before_fc")),
+    sources=_src(
+        "0.5.0",
+        "models/eagle3/core.py:159-167, :189-226",
+        "models/eagle3/config.py:58",
+        "model.py:150-175 (load_verifier_weights: t2d mask), :340 (from_pretrained calls it)",
+    ),
+    params=(*_PARAMS_0_3, _VERIFIER_NORM, ParamRule("input_norm.weight", when="norm_before_fc")),
+    required_tensors=(_T2D_REQUIRED,),
     norm_flags=(*SPECULATORS_0_3_0.norm_flags, NormFlag("norm_before_fc", (Level.TOP,))),
 )
 
@@ -123,16 +179,19 @@ SPECULATORS_0_7_0 = replace(
         "models/eagle3/core.py:71-138",
         "models/eagle3/config.py:34-114",
         "models/eagle3/model_definitions.py:29-94",
-        "models/model.py:169-400 (from_pretrained, load_verifier_weights)",
+        "model.py:123-210 (load_verifier_weights: t2d mask at :172-181), :243-400 (from_pretrained)",
         "models/utils.py:99-129 (resolve_target_layer_ids)",
         "convert/entrypoints.py:139-147 (no auto-conversion of EAGLE / SpecForge configs)",
     ),
     params=(
         *_PARAMS_0_3,
+        _VERIFIER_NORM,
         ParamRule("input_norm.weight", when="norm_before_fc"),
         ParamRule("fc_norm.{j}.weight", when="fc_norm"),
     ),
-    fc_count_from=(FcCount.TOP_IDS,),  # `len(config.eagle_aux_hidden_state_layer_ids) or 3`
+    # Eagle3SpeculatorConfig._check_norm_flags (config.py:89-96): a ValidationError [run]
+    exclusive_flags=(("norm_before_fc", "fc_norm"),),
+    fc_count_from=(FcCount.TOP_IDS,),  # `len(config.eagle_aux_hidden_state_layer_ids) or 3` (core.py:70-78)
     norm_flags=(
         NormFlag("norm_before_residual", (Level.TOP,)),
         NormFlag("norm_before_fc", (Level.TOP,)),
@@ -196,6 +255,11 @@ CONVERTER_0_9_0 = replace(
         "The converter drops nested aux ids, nested norm_before_fc, layers >= 1, fc_norm and input_norm weights.",
     ),
 )
-RELEASES: tuple[EngineRules, ...] = (SPECULATORS_0_3_0, SPECULATORS_0_5_0, SPECULATORS_0_7_0)
+RELEASES: tuple[EngineRules, ...] = (
+    SPECULATORS_0_3_0,
+    SPECULATORS_0_4_0,
+    SPECULATORS_0_5_0,
+    SPECULATORS_0_7_0,
+)
 
 RULES = RELEASES[-1]

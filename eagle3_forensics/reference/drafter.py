@@ -728,6 +728,9 @@ def _engine_plan(
         raise UnusableInputError(f"{who} would refuse this drafter at start-up: {report.config_problem}")
     if report.build_errors:
         raise UnusableInputError(f"{who} would fail to build this drafter: {report.build_errors[0]}")
+    if report.load_errors:
+        chance = " (unless uninitialised memory happens to be valid)" if report.load_errors_by_chance else ""
+        raise UnusableInputError(f"{who} would fail to load this drafter{chance}: {report.load_errors[0][1]}")
     rejected = report.keys_with("rejected")
     if rejected:
         raise UnusableInputError(
@@ -762,6 +765,8 @@ def _engine_plan(
             ignored.append(fate.key)
     for param in report.from_target:
         for name in _param_components(param, rules):
+            if name.startswith("verifier_"):
+                continue  # speculators' verifier_lm_head / verifier_norm: not part of the drafter's forward
             if name not in tensors:
                 tensors[name] = target_tensor(name)
                 from_target.append(name)

@@ -51,6 +51,21 @@ def parameters(report: Any) -> set[str]:
     return set(report.unfilled) | set(report.from_target) | set(report.defaulted)
 
 
+def load_failed(report: Any) -> bool:
+    """The simulated load fails loudly for a reason no single key carries (a required tensor absent)."""
+    return bool(getattr(report, "load_errors", None))
+
+
+def load_failure_by_chance(report: Any) -> bool:
+    """That failure depends on uninitialised memory: the real load may also succeed (the table says so)."""
+    return load_failed(report) and bool(getattr(report, "load_errors_by_chance", False))
+
+
+def partial(report: Any) -> set[str]:
+    """Stacked parameters the simulation says get only some of their shards."""
+    return set(getattr(report, "partial", None) or ())
+
+
 def shared_from_target(report: Any) -> set[str]:
     """The parameters the engine then takes from the target."""
     return set(report.from_target)

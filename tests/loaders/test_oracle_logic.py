@@ -153,3 +153,47 @@ def test_capture_comparison_uses_the_tables_rule() -> None:
     assert (rep.architectures, rep.agree) == (2, 1)
     assert {d.drafter for d in rep.differences} == {"Differs"}
     assert len(rep.not_evaluable) == 1 and rep.not_evaluable[0].startswith("External")
+
+
+def test_partial_stacked_parameter_is_compared(tmp_path: Path) -> None:
+    """A stacked parameter the simulation says gets only some shards is `partial`, as the harness reports."""
+    loader_corpus.write_drafter(
+        tmp_path,
+        "mla_half",
+        "mla",
+        {"drop": ["{p}self_attn.kv_a_proj_with_mqa.weight"], "model_type": "deepseek_v2"},
+        seed=3,
+    )
+    drafter = tmp_path / "mla_half"
+    sim, _ = oracle.simulated_outcome(tables.table_for("vllm", "0.32.0"), drafter)
+    assert sim.status == "loads" and "partial" in sim.params.values()
+    line = _perfect_engine("vllm", drafter)
+    rep = oracle.judge("vllm", [line], tmp_path)
+    assert rep.agree == 1
+    fused = next(n for n, f in sim.params.items() if f == "partial")
+    line["per_param"][fused]["fate"] = "filled"
+    assert oracle.judge("vllm", [line], tmp_path).agree == 0
+
+
+def test_a_load_failure_by_chance_accepts_either_real_outcome(tmp_path: Path) -> None:
+    """speculators without t2d: the table says the load fails unless uninitialised memory holds a valid
+    mask, so a real load that succeeds agrees, and so does one that fails."""
+    loader_corpus.write_drafter(
+        tmp_path, "no_t2d", "llama", {**loader_corpus.NAMED["speculators_layers0"], "t2d": False}, seed=5
+    )
+    drafter = tmp_path / "no_t2d"
+    sim, _ = oracle.simulated_outcome(tables.table_for("speculators", "0.9.0"), drafter)
+    assert sim.status == "rejected" and sim.may_load
+    loads = _perfect_engine("speculators", drafter)
+    loads["status"] = "loaded"
+    assert oracle.judge("speculators", [loads], tmp_path).agree == 1
+    fails = {
+        "drafter": "no_t2d",
+        "version": "0.9.0",
+        "status": "rejected",
+        "error": "size mismatch",
+        "per_key_complete": False,
+    }
+    assert oracle.judge("speculators", [fails], tmp_path).agree == 1
+    refused = {"drafter": "no_t2d", "version": "0.9.0", "status": "config_error", "error": "x"}
+    assert oracle.judge("speculators", [refused], tmp_path).agree == 0

@@ -514,3 +514,135 @@ def test_repair_targets_a_release(tmp_path: Path) -> None:
     )
     new = repair_plan(path, "sglang")
     assert new.ok and not any(s.kind == "rename" for s in new.steps)
+
+
+# -- calibrated by `make test-loaders` (the released loaders on 389 drafters) -------------------------
+
+
+def _load(path: Path, spec: str) -> Any:
+    return simulate_load(resolve_release(spec), open_checkpoint(path))
+
+
+def test_vllm_speculators_shim_drops_num_aux_hidden_states(tmp_path: Path) -> None:
+    """vLLM builds a speculators config's model from transformer_layer_config plus a few copied
+    fields: a top-level num_aux_hidden_states never reaches the class, so fc is built over 3 states."""
+    four = speculators_spec(fc_in=4 * H, config_extra={"num_aux_hidden_states": 4})
+    shim = _load(build_drafter(tmp_path / "spec", four), "vllm")
+    assert next(f for f in shim.fates if f.key == "fc.weight").action == "rejected"
+    # positive twin: the same field in a flat config is read, and fc over 4 states loads
+    flat = build_drafter(tmp_path / "flat", fc_in=4 * H, config_extra={"num_aux_hidden_states": 4})
+    assert next(f for f in _load(flat, "vllm").fates if f.key == "fc.weight").action == "loaded"
+    # speculators itself sizes fc from the ids (3 here), so its view differs for its own reason
+    assert diagnose(build_drafter(tmp_path / "spec3", speculators_spec()), engines=["vllm"]).exit_code == 0
+
+
+def test_vllm_speculators_shim_drops_top_level_bias(tmp_path: Path) -> None:
+    spec = _load(build_drafter(tmp_path / "s", speculators_spec(config_extra={"bias": True})), "vllm")
+    assert not any(p.endswith("o_proj.bias") for p in spec.param_fates)
+    flat = _load(build_drafter(tmp_path / "f", bias=True), "vllm")
+    assert flat.param_fates["model.layers.0.self_attn.o_proj.bias"] == "unfilled"
+
+
+def test_vllm_mla_stacked_param_with_one_shard_is_partial(tmp_path: Path) -> None:
+    half = build_mla_drafter(
+        tmp_path / "half",
+        model_type="deepseek_v2",
+        remove_keys=("layers.0.self_attn.kv_a_proj_with_mqa.weight",),
+    )
+    load = _load(half, "vllm")
+    fused = "model.layers.0.self_attn.fused_qkv_a_proj.weight"
+    assert load.param_fates[fused] == "partial" and load.partial[fused] == ["kv_a_proj_with_mqa"]
+    f = finding(diagnose(half, engines=["vllm"]), "PARAMS_UNFILLED", "vllm")
+    assert "kv_a_proj_with_mqa" in f.message and f.evidence["partially_filled"]
+    whole = _load(build_mla_drafter(tmp_path / "whole", model_type="deepseek_v2"), "vllm")
+    assert whole.param_fates[fused] == "filled" and not whole.partial
+
+
+def test_vllm_mla_class_rejects_input_norm_the_llama_class_drops(tmp_path: Path) -> None:
+    mla = build_mla_drafter(tmp_path / "mla", model_type="deepseek_v2")
+    path = tmp_path / "mla_in"
+    tensors = dict(open_checkpoint(mla).tensors)
+    assert tensors
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(str(mla / "model.safetensors"))
+    weights["input_norm.weight"] = torch.ones(3 * H)
+    path.mkdir()
+    save_file(weights, str(path / "model.safetensors"))
+    (path / "config.json").write_text((mla / "config.json").read_text())
+    assert next(f for f in _load(path, "vllm").fates if f.key == "input_norm.weight").action == "rejected"
+    llama = build_drafter(tmp_path / "llama", input_norm_key=True)  # norm_before_fc unset: skipped
+    assert next(f for f in _load(llama, "vllm").fates if f.key == "input_norm.weight").action == "skipped"
+
+
+def test_speculators_draft_vocab_size_null_is_a_config_error_absent_is_32000(tmp_path: Path) -> None:
+    null = build_drafter(tmp_path / "null", speculators_spec(config_extra={"draft_vocab_size": None}))
+    cfg = json.loads((null / "config.json").read_text())
+    cfg["draft_vocab_size"] = None
+    (null / "config.json").write_text(json.dumps(cfg))
+    report = _load(null, "speculators")
+    assert not report.config_readable and "null draft_vocab_size" in (report.config_problem or "")
+    absent = _load(
+        build_drafter(tmp_path / "absent", speculators_spec(draft_vocab_size_in_config=False)), "speculators"
+    )
+    rejected = {f.key for f in absent.fates if f.action == "rejected"}
+    assert {"lm_head.weight", "d2t"} <= rejected  # sized for 32000 draft tokens
+    assert _load(build_drafter(tmp_path / "ok", speculators_spec()), "speculators").loads
+
+
+def test_speculators_norm_before_fc_and_fc_norm_are_exclusive_from_0_7_0(tmp_path: Path) -> None:
+    both = build_drafter(tmp_path / "both", speculators_spec(norm_before_fc=True, fc_norm=True))
+    assert "mutually exclusive" in (_load(both, "speculators").config_problem or "")
+    assert _load(both, "speculators==0.6.0").config_readable  # fc_norm not read before 0.7.0
+    one = build_drafter(tmp_path / "one", speculators_spec(fc_norm=True))
+    assert _load(one, "speculators").config_readable
+
+
+def test_speculators_needs_t2d_for_a_reduced_vocabulary_from_0_5_0(tmp_path: Path) -> None:
+    path = build_drafter(tmp_path / "no_t2d", speculators_spec(t2d="missing"))
+    load = _load(path, "speculators")
+    assert not load.loads and load.load_errors_by_chance and load.failure_stage == "load"
+    f = finding(diagnose(path, engines=["speculators"]), "T2D_INVALID", "speculators")
+    assert f.severity is Severity.ERROR and "uninitialised" in f.message
+    assert _load(path, "speculators==0.4.0").loads  # no load_verifier_weights in from_pretrained yet
+    assert _load(build_drafter(tmp_path / "t2d", speculators_spec()), "speculators").loads
+
+
+def test_speculators_builds_attention_biases_from_the_layer_config(tmp_path: Path) -> None:
+    spec = speculators_spec(config_extra={})
+    path = build_drafter(tmp_path / "b", spec)
+    cfg = json.loads((path / "config.json").read_text())
+    cfg["transformer_layer_config"]["attention_bias"] = True
+    (path / "config.json").write_text(json.dumps(cfg))
+    fates = _load(path, "speculators").param_fates
+    assert fates["layers.0.self_attn.q_proj.bias"] == "unfilled"
+    plain = _load(build_drafter(tmp_path / "p", spec), "speculators").param_fates
+    assert "layers.0.self_attn.q_proj.bias" not in plain
+    assert (
+        plain["verifier_lm_head.weight"] == "from_target" and plain["verifier_norm.weight"] == "from_target"
+    )
+
+
+def test_sglang_null_draft_vocab_size_with_tied_embeddings_fails_to_build(tmp_path: Path) -> None:
+    def build(name: str, tie: bool) -> Path:
+        path = build_drafter(tmp_path / name, tie_word_embeddings=tie, lm_head=not tie)
+        cfg = json.loads((path / "config.json").read_text())
+        cfg["draft_vocab_size"] = None
+        (path / "config.json").write_text(json.dumps(cfg))
+        return path
+
+    for spec in ("sglang==0.5.11", "sglang"):
+        tied = _load(build(f"tied{spec}", True), spec)
+        assert tied.failure_stage == "build" and "vocab_size = null" in (tied.config_problem or "")
+        assert _load(build(f"untied{spec}", False), spec).config_readable
+
+
+def test_probe_view_refuses_what_the_release_fails_to_load(tmp_path: Path) -> None:
+    from eagle3_forensics.errors import UnusableInputError
+    from eagle3_forensics.reference.drafter import load_drafter
+
+    target = build_target(tmp_path / "t", with_weights=True)
+    path = build_drafter(tmp_path / "no_t2d", speculators_spec(t2d="missing"))
+    with pytest.raises(UnusableInputError, match=r"fail to load this drafter \(unless uninitialised memory"):
+        load_drafter(path, target, "speculators")
+    assert load_drafter(path, target, "speculators==0.4.0").view is not None

@@ -10,8 +10,12 @@ Works with the released wheels 0.5.11 to 0.5.23 (the set-up adapts to the releas
   2. the model is built on the CPU and every parameter filled with a sentinel;
   3. ``load_weights`` gets one iterator over all checkpoint tensors, as in the real loader;
   4. ``hot_token_id`` (what d2t became) is read back, and the EAGLE-3 worker's embedding/head
-     sharing step (``set_embed``, or ``set_embed_and_head`` with ``load_lm_head_from_target``) is
-     run on stand-in target tensors.
+     sharing step (``set_embed``, or ``set_embed_and_head`` with ``load_lm_head_from_target``, then
+     the read of ``model.hot_token_id``) is run on stand-in target tensors. A class the registry
+     resolved that the worker cannot use (a plain ``LlamaForCausalLM`` or ``TransformersForCausalLM``
+     for a config that names no EAGLE-3 class: no ``set_embed`` or no ``hot_token_id``) is a
+     ``class_error``: the server stops at start-up whatever its ``load_weights`` did (the load fates
+     stay in the record).
 ``--capture`` calls every registered target class's own ``set_eagle3_layers_to_capture`` on a
 stand-in ``self`` (those methods only touch ``config``, ``pp_group`` and ``model``).
 """
@@ -129,16 +133,40 @@ def run_drafter(d: Path, loo: bool = True) -> dict[str, Any]:
     )
     model = out["model"]
     params = param_fates(model)
+    share = emulate_share(model, cfg)
+    status = "rejected" if out["rejected"] else "loaded"
+    missing = worker_api_missing(model)
+    if missing:
+        status = "class_error"
+        load_error = next(
+            (v.get("error", "") for v in out["per_key"].values() if v.get("effect") == "rejected"), ""
+        )
+        res["error"] = (
+            f"AttributeError: the EAGLE-3 worker's init_lm_head needs {', '.join(missing)}, which "
+            f"{cls.__name__} lacks"
+            + (f" (its load_weights also failed: {load_error[:200]})" if load_error else "")
+        )
     res.update(
-        status="rejected" if out["rejected"] else "loaded",
+        status=status,
         per_key=out["per_key"],
         per_param=params,
         d2t=d2t_result(weights, getattr(model, "hot_token_id", None)),
-        serving_share=emulate_share(model, cfg),
+        serving_share=share,
         summary=summarize(out["per_key"], params),
         load_runs=out["runs"],
     )
     return res
+
+
+def worker_api_missing(model: torch.nn.Module) -> list[str]:
+    """What the EAGLE-3 worker uses right after loading that this class lacks.
+
+    init_lm_head (0.5.23 speculative/eagle_worker_v2.py:357-367; 0.5.11 eagle_worker.py:177-190)
+    calls ``set_embed_and_head`` (``load_lm_head_from_target``) or ``set_embed``, then reads
+    ``model.hot_token_id``: a class without them stops the server at start-up (AttributeError).
+    """
+    call = "set_embed_and_head" if getattr(model, "load_lm_head_from_target", False) else "set_embed"
+    return [a for a in (call, "hot_token_id") if not hasattr(model, a)]
 
 
 def emulate_share(model: torch.nn.Module, cfg: Any) -> dict[str, Any]:
