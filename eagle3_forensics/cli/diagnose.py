@@ -7,7 +7,20 @@ import sys
 from typing import Any
 
 from eagle3_forensics.cli.output import emit_json, error_dict
-from eagle3_forensics.engines import ENGINE_NAMES, resolve_engines
+from eagle3_forensics.engines import ENGINE_NAMES, resolve_engines, resolve_release
+from eagle3_forensics.errors import BadArgumentsError
+
+
+def engine_spec_arg(value: str) -> str:
+    """argparse ``type`` of ``--engine``: every comma-separated NAME[==VERSION] must name a described
+    release (else the one-line argument error, exit 2, naming what is known)."""
+    for part in (s.strip() for s in value.split(",")):
+        if part and part != "all":
+            try:
+                resolve_release(part)
+            except BadArgumentsError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
 
 
 def engine_specs(values: list[str] | None) -> list[str] | str:
@@ -49,6 +62,7 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     d.add_argument(
         "--engine",
         action="append",
+        type=engine_spec_arg,
         metavar="ENGINE[==VERSION]",
         help=f"engine release to simulate: {', '.join(ENGINE_NAMES)} (the newest release described) or "
         "NAME==VERSION (e.g. sglang==0.5.11); repeat or comma-separate for several; default: all",

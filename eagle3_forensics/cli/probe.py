@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from eagle3_forensics.cli.diagnose import engine_spec_arg
 from eagle3_forensics.cli.output import emit_json
 from eagle3_forensics.engines import ENGINE_NAMES, resolve_release
 
@@ -34,6 +35,11 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def _engine_arg(value: str) -> str:
+    """argparse ``type`` of ``--engine``: ``reference`` or a described release (else exit 2, one line)."""
+    return value if value == "reference" else engine_spec_arg(value)
+
+
 def _error_payload(args: argparse.Namespace, exc: BaseException) -> dict[str, Any]:
     """The members a ``--json`` argument error still carries: what was asked."""
     return {"drafter": args.drafter, "engine": args.engine}
@@ -61,6 +67,7 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     pr.add_argument(
         "--engine",
         default="reference",
+        type=_engine_arg,
         metavar="reference|ENGINE[==VERSION]",
         help="load the drafter as its writer meant it (reference) or as this engine release would "
         f"({', '.join(ENGINE_NAMES)}, e.g. sglang==0.5.11)",
