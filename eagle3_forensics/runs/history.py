@@ -92,6 +92,21 @@ def new_entry_id(summary: dict[str, Any], when: float | None = None) -> str:
     return f"{stamp}_{sha}"
 
 
+def free_entry_id(directory: str | Path, base: str) -> str:
+    """``base``, or ``base_2``, ``base_3`` … : the first name not yet taken in ``directory``.
+
+    A run names its entry in its own summary before the entry is written, so it must pick the
+    name :func:`append_entry` will use (two runs in one second share a time stamp).
+    """
+    d = Path(directory)
+    k = 1
+    while True:
+        name = base if k == 1 else f"{base}_{k}"
+        if not (d / f"{name}.json").exists():
+            return name
+        k += 1
+
+
 def append_entry(directory: str | Path, summary: dict[str, Any], entry_id: str | None = None) -> Path:
     """Add ``summary`` to the history in ``directory`` (created if needed) as a new file; returns it.
 
@@ -395,6 +410,7 @@ __all__ = [
     "HistoryEntry",
     "append_entry",
     "finding_changes",
+    "free_entry_id",
     "new_entry_id",
     "parse_entry",
     "read_history",

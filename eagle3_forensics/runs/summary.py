@@ -37,6 +37,7 @@ from eagle3_forensics.runs.gate import (
 from eagle3_forensics.runs.history import (
     DEFAULT_TREND_RUNS,
     append_entry,
+    free_entry_id,
     new_entry_id,
     parse_entry,
     read_history,
@@ -279,7 +280,8 @@ def finalize(
     entry_id = None
     trend_data = None
     if hist is not None:
-        entry_id = new_entry_id(summary)
+        assert finish.history is not None  # hist was read from it
+        entry_id = free_entry_id(finish.history, new_entry_id(summary))
         summary["history"] = {
             "directory": str(finish.history),
             "entry": entry_id,
@@ -303,6 +305,10 @@ def finalize(
     if finish.history is not None:
         try:
             done.history_entry = append_entry(finish.history, summary, entry_id)
+            if entry_id is not None and done.history_entry.stem != entry_id:
+                # another run took the name between choosing and writing: the summary follows
+                summary["history"]["entry"] = done.history_entry.stem
+                write_atomic(out / "summary.json", contract_json(summary))
         except OSError as exc:
             raise UnusableInputError(
                 f"cannot add to history {finish.history}: {one_line(exc)[:200]}"

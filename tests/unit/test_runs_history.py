@@ -16,6 +16,7 @@ from eagle3_forensics.runs.history import (
     History,
     append_entry,
     finding_changes,
+    free_entry_id,
     new_entry_id,
     read_history,
     series,
@@ -81,6 +82,10 @@ def test_entries_are_appended_never_replaced(tmp_path: Path) -> None:
     assert sorted(p.name for p in d.iterdir()) == [a.name, b.name, c.name]  # no temporary file left
     hist = read_history(d)
     assert [e.id for e in hist.entries] == [a.stem, b.stem, c.stem] and not hist.warnings
+    # a run names its entry in its summary first: the name it picks is the one append_entry uses
+    nxt = free_entry_id(d, entry)
+    assert nxt == f"{entry}_4" and append_entry(d, first, nxt).stem == nxt
+    assert free_entry_id(tmp_path / "absent", entry) == entry
     assert new_entry_id({"git": None}, when=0).endswith("_nogit")
     (tmp_path / "file").write_text("x")
     with pytest.raises(UnusableInputError, match="not a directory"):
