@@ -25,6 +25,8 @@ class ExitCode(IntEnum):
     """A live server could not be probed (refused, timed out, HTTP error, malformed answer)."""
     INTERRUPTED = 130
     """Interrupted (Ctrl-C), as shells report a SIGINT."""
+    OUTPUT_CLOSED = 141
+    """The reader closed the output early (``… | head``), as shells report a SIGPIPE; silent."""
 
 
 # Kept for callers written before ExitCode; the same values.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -168,6 +169,8 @@ def _main(arguments: list[str], json_mode: bool) -> int:
         )
     except KeyboardInterrupt:
         return _fail(json_mode, command, ExitCode.INTERRUPTED, error_dict(INTERRUPTED, "interrupted"))
+    except BrokenPipeError:
+        return _output_closed()
     except OSError as exc:
         if exc.errno != errno.ENAMETOOLONG:  # any other OSError escaping a command is a bug
             return _internal(json_mode, command, exc)
@@ -177,6 +180,16 @@ def _main(arguments: list[str], json_mode: bool) -> int:
         return _fail(json_mode, command, ExitCode.UNUSABLE, error_dict("BAD_ARGUMENTS", message))
     except Exception as exc:  # last resort: one line, never a traceback
         return _internal(json_mode, command, exc)
+
+
+def _output_closed() -> int:
+    """The reader of stdout went away (``… | head``): not an error of ours, and nobody to tell."""
+    try:  # the interpreter flushes stdout at exit: point it at /dev/null so that flush cannot fail
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout (captured in-process): nothing is flushed to it
+        pass
+    return int(ExitCode.OUTPUT_CLOSED)
 
 
 def _internal(json_mode: bool, command: str, exc: BaseException) -> int:

@@ -40,3 +40,26 @@ def test_every_command_module_registers_a_handler() -> None:
     assert len(sub.choices) == len(COMMANDS)
     for name, parser in sub.choices.items():
         assert callable(parser.get_default("func")), name
+
+
+def test_a_reader_that_closes_the_output_early_is_not_an_internal_error() -> None:
+    """``eagle3-forensics … | head``: the pipe closes under us; silent, exit 141 (as for SIGPIPE)."""
+    import os  # only this test spawns a process
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # no reader left: the first write fails with EPIPE
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "eagle3_forensics", "schema", "diagnose"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == ExitCode.OUTPUT_CLOSED == 141
+    assert proc.stderr == ""  # no "internal error", no traceback
