@@ -100,7 +100,17 @@ DATA_CATALOGUE: dict[str, str] = {
     "DATA_DUPLICATE_SAMPLES": "Samples repeated exactly.",
 }
 
-CATALOGUE: dict[str, str] = {**CHECK_CATALOGUE, **SERVER_CATALOGUE, **DATA_CATALOGUE}
+# diagnose --launch: the serving command checked against the drafter (eagle3_forensics/checks/launch.py);
+# documented in docs/findings.md after the data-prep codes.
+LAUNCH_CATALOGUE: dict[str, str] = {
+    "LAUNCH_ALGORITHM_MISMATCH": "The command does not serve the drafter as EAGLE-3 (EAGLE, another method, or none).",
+    "LAUNCH_DRAFT_PATH_MISSING": "The command asks for speculative decoding without a draft path.",
+    "LAUNCH_DRAFT_PATH_OTHER": "The command serves another drafter than the one diagnosed (or one not found here).",
+    "LAUNCH_SPEC_PARAMS_INCONSISTENT": "Draft steps, top-k and token counts the release refuses or silently adjusts.",
+    "LAUNCH_CAPTURE_LAYERS_MISMATCH": "The launch option names other target layers than the drafter was trained on.",
+}
+
+CATALOGUE: dict[str, str] = {**CHECK_CATALOGUE, **SERVER_CATALOGUE, **DATA_CATALOGUE, **LAUNCH_CATALOGUE}
 
 
 @dataclass(frozen=True)

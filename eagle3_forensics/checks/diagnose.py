@@ -7,13 +7,22 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_forensics.checks import Context, run_checks
+from eagle3_forensics.checks.launch import check_launch
 from eagle3_forensics.engines import release_label, resolve_engines
+from eagle3_forensics.engines.launch import (
+    LaunchRules,
+    LaunchSettings,
+    Setting,
+    launch_rules_for,
+    read_launch,
+)
 from eagle3_forensics.engines.rules import EngineRules
 from eagle3_forensics.engines.simulate import LoadReport
-from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.findings import Finding, Severity, count_by_severity, sort_findings
 from eagle3_forensics.io.checkpoint import Checkpoint, TensorInfo, open_checkpoint
 from eagle3_forensics.io.config import DrafterConfig
+from eagle3_forensics.io.launch import split_command
 from eagle3_forensics.io.layout import FormatInfo, detect_format
 from eagle3_forensics.io.target import TargetInfo, open_target
 from eagle3_forensics.repair.policy import FIX, POLICY, REPAIRABLE_ENGINES
@@ -61,6 +70,7 @@ class Diagnosis:
     target: TargetInfo | None = None
     unusable: bool = False
     releases: dict[str, str] = field(default_factory=dict)  # engine -> the release it was judged by
+    launch: LaunchSettings | None = None  # diagnose --launch: the command as the judged release reads it
 
     @property
     def errors(self) -> list[Finding]:
@@ -104,6 +114,7 @@ class Diagnosis:
             "counts": self.counts(),
             "load": {e: r.to_dict() for e, r in self.loads.items()},
             "releases": self.releases,
+            **({"launch": self.launch.to_dict()} if self.launch is not None else {}),
         }
 
 
@@ -149,29 +160,84 @@ def diagnose(
     path: str | Path,
     target: str | Path | None = None,
     engines: str | list[str] | tuple[str, ...] | None = "all",
+    launch: str | None = None,
+    launch_base: Path | None = None,
 ) -> Diagnosis:
     """Run every static check. Unusable input gives a report with one CHECKPOINT_UNREADABLE finding.
 
     ``engines`` is ``"all"`` or engine specs (``sglang``, ``sglang==0.5.11``, ``vllm``, ``eagle``,
     ``speculators``, ``tensorrt_llm``); an unknown engine or release raises :class:`BadArgumentsError`.
+    ``launch`` is a serving command line (``diagnose --launch``): its program picks the engine when
+    ``engines`` is ``"all"``, it is read by the release that engine is judged by, and the launch
+    checks run too. A malformed command line raises :class:`BadArgumentsError` (an unreadable
+    options file :class:`UnusableInputError`) before the checkpoint is opened; relative paths in it
+    are taken from ``launch_base`` (default: the current directory).
     """
+    line = split_command(launch) if launch is not None else None
+    everything = engines is None or engines == "all"
+    if line is not None and everything:
+        engines = [line.engine]
     releases = resolve_engines(engines)
     names = [r.name for r in releases]
+    settings: LaunchSettings | None = None
+    lrules: LaunchRules | None = None
+    if line is not None:
+        judged = next((r for r in releases if r.name == line.engine), None)
+        if judged is None:
+            raise BadArgumentsError(
+                f"--launch is a {line.engine} command ({line.program}) but --engine names {', '.join(names)}; "
+                f"add --engine {line.engine} or leave --engine out"
+            )
+        lrules = launch_rules_for(judged)
+        settings = read_launch(line, lrules, launch_base)
+        settings.judged_by = release_label(judged)
     try:
         ckpt: Checkpoint = open_checkpoint(path)
         tinfo = open_target(target) if target is not None else None
-        explicit = not (
-            engines is None or engines == "all" or (not isinstance(engines, str) and "all" in engines)
+        explicit = line is not None or not (
+            everything or (not isinstance(engines, str) and engines is not None and "all" in engines)
         )
         ctx = Context(ckpt, tinfo, explicit_engines=explicit, releases=releases)
-        judged = ctx.releases_judged()
+        judged_labels = ctx.releases_judged()
         specs = {r.name: _spec(r) for r in releases}
-        findings = sort_findings(_with_repair_hints(run_checks(ctx), str(path), specs))
+        found = run_checks(ctx)
+        if settings is not None and lrules is not None:
+            found = _with_launch(found, ctx, settings, lrules, path, launch_base)
+        findings = sort_findings(_with_repair_hints(found, str(path), specs))
         return Diagnosis(
-            str(path), ctx.fmt.label, names, findings, ctx.loads, ctx.fmt, tinfo, releases=judged
+            str(path),
+            ctx.fmt.label,
+            names,
+            findings,
+            ctx.loads,
+            ctx.fmt,
+            tinfo,
+            releases=judged_labels,
+            launch=settings,
         )
     except UnusableInputError as exc:
-        return unreadable(path, releases, str(exc))
+        d = unreadable(path, releases, str(exc))
+        d.launch = settings
+        return d
+
+
+def _with_launch(
+    findings: list[Finding],
+    ctx: Context,
+    settings: LaunchSettings,
+    rules: LaunchRules,
+    path: str | Path,
+    base: Path | None,
+) -> list[Finding]:
+    """The launch findings added; where the command names the captured layers itself, the launch
+    check judges them, so the engine's "default capture" finding no longer applies."""
+    if settings.get(Setting.CAPTURE_LAYERS) is not None:
+        findings = [
+            f
+            for f in findings
+            if not (f.code == "AUX_LAYER_IDS_IGNORED_BY_ENGINE" and f.engine == settings.engine)
+        ]
+    return findings + check_launch(ctx, settings, rules, path, base)
 
 
 def _spec(rules: EngineRules) -> str:

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from eagle3_forensics.checks.diagnose import diagnose  # heavy: numpy, safetensors, torch
     from eagle3_forensics.views.text import render_diagnosis  # heavy: numpy, safetensors, torch
 
-    d = diagnose(args.path, target=args.target, engines=specs)
+    d = diagnose(args.path, target=args.target, engines=specs, launch=args.launch)
     # unusable input: the error object, and (for pipelines written before it) the report members
     # with the one CHECKPOINT_UNREADABLE finding
     error = error_dict("UNUSABLE_INPUT", d.findings[0].message, str(args.path)) if d.unusable else None
@@ -66,6 +66,14 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         metavar="ENGINE[==VERSION]",
         help=f"engine release to simulate: {', '.join(ENGINE_NAMES)} (the newest release described) or "
         "NAME==VERSION (e.g. sglang==0.5.11); repeat or comma-separate for several; default: all",
+    )
+    d.add_argument(
+        "--launch",
+        metavar="COMMAND",
+        help="the serving command to check against the drafter, quoted as one argument: "
+        "python -m sglang.launch_server / sglang serve ..., vllm serve ... --speculative-config JSON, "
+        "trtllm-serve ... --extra_llm_api_options FILE.yaml; its program picks the engine when --engine "
+        "is not given (relative paths in it are taken from the current directory)",
     )
     d.add_argument("--json", action="store_true", help="print exactly one JSON object")
     d.set_defaults(func=run, json_command="diagnose", json_error_payload=_error_payload)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from eagle3_forensics.findings import CATALOGUE, SERVER_CATALOGUE, Finding
+from eagle3_forensics.findings import CATALOGUE, LAUNCH_CATALOGUE, SERVER_CATALOGUE, Finding
 
 # The serving engines repair makes a copy ready for (any described release: ``--engine sglang==0.5.11``).
 # The config layout written follows the release table: one that reads no speculators config (every
@@ -334,6 +334,13 @@ POLICY: dict[str, Policy] = {
     ),
     "DATA_COVERAGE_LOW": Policy(NOTHING, reason="a fact about the training data, not the checkpoint"),
     "DATA_DUPLICATE_SAMPLES": Policy(NOTHING, reason="a fact about the training data, not the checkpoint"),
+    # diagnose --launch findings are about the serving command, which repair never writes
+    **{
+        code: Policy(
+            NOTHING, reason="a launch-command finding: fix the command line, not the drafter's files"
+        )
+        for code in LAUNCH_CATALOGUE
+    },
 }
 assert set(POLICY) == set(CATALOGUE), "every finding code needs a repair policy"
 

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from eagle3_forensics.checks.diagnose import Diagnosis, Inspection
+from eagle3_forensics.engines.launch import LaunchSettings
 from eagle3_forensics.findings import Finding
 
 
@@ -35,6 +36,19 @@ def render_finding(f: Finding) -> str:
     return "\n".join(lines)
 
 
+def render_launch_line(launch: LaunchSettings) -> str:
+    """One line: the command's engine, the release that read it and what it runs with."""
+    shown = {k: v for k, v in launch.settings.items() if k != "target"}
+    method = launch.method_used if launch.method_used is not None else "no speculative decoding"
+    if launch.method_source not in ("flag", "absent"):
+        method += f" (from the {launch.method_source})"
+    settings = ", ".join(f"{k} {v}" for k, v in shown.items() if k != "method")
+    return (
+        f"launch:     {launch.program} judged by {launch.judged_by} (launch flags of {launch.launch_release}): "
+        f"{method}" + (f"; {settings}" if settings else "")
+    )
+
+
 def render_diagnosis(d: Diagnosis) -> str:
     counts = d.counts()
     out = [
@@ -46,6 +60,7 @@ def render_diagnosis(d: Diagnosis) -> str:
             if d.releases
             else []
         ),
+        *([render_launch_line(d.launch)] if d.launch is not None else []),
         f"verdict:    {d.verdict().upper()}  ({counts['error']} error, {counts['warning']} warning, "
         f"{counts['info']} info)",
     ]

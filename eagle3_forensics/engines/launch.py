@@ -1,0 +1,584 @@
+"""How each engine release reads its serving command's speculative-decoding settings, as data.
+
+``LAUNCH_RELEASES[engine]`` is an ordered tuple of :class:`LaunchRules` (oldest first); a newer
+table is the older one plus its differences (``dataclasses.replace``). Each names the files it was
+read from (``package==version path``). :func:`read_launch` interprets a table over a split command
+line (:class:`~eagle3_forensics.io.launch.CommandLine`) and returns :class:`LaunchSettings`: what
+the release would run with. Nothing here was run; every fact was read in the released code:
+
+- SGLang (``sglang==0.5.11``, ``==0.5.12``, ``==0.5.14``, ``==0.5.15``, ``==0.5.16``, ``==0.5.17``,
+  ``==0.5.23`` wheels): plain ``argparse`` (no underscore spellings); ``--speculative-algorithm``
+  is one of six exact choices up to 0.5.11 and any string upper-cased from 0.5.12; ``NEXTN`` is an
+  alias of ``EAGLE``; ``sglang serve MODEL`` takes the model as an operand from 0.5.16. With
+  ``--speculative-num-steps`` absent, ``--speculative-eagle-topk`` or
+  ``--speculative-num-draft-tokens`` trip an ``assert``; with topk 1, num_draft_tokens is reset to
+  steps + 1 with a log warning; with topk absent but steps given, ``speculative_eagle_topk > 1``
+  compares ``None`` and fails. With no draft path, ``ModelConfig.from_server_args`` falls back to
+  ``model_path``: the target is loaded as the drafter (sglang#36528).
+- vLLM (``vllm==0.32.0``): ``FlexibleArgumentParser`` turns ``_`` into ``-`` in option names and
+  merges ``--speculative-config.KEY VALUE`` into the JSON; ``-sc`` and ``--spec-method`` /
+  ``--spec-model`` / ``--spec-tokens`` (mutually exclusive with the same JSON key) exist. Without
+  ``method`` the method is guessed from the draft's name (``eagle-`` -> eagle, ``eagle3`` -> eagle3,
+  else ``draft_model``); a method needs ``model`` and ``num_speculative_tokens`` (> 0).
+- TensorRT-LLM (``NVIDIA/TensorRT-LLM`` main branch, no installable release): ``trtllm-serve MODEL
+  --config|--extra_llm_api_options FILE.yaml`` (click; read with ``yaml.safe_load``); the YAML's
+  ``speculative_config`` holds ``decoding_type`` (``Eagle``; newer commits also ``Eagle3``),
+  ``max_draft_len`` (> 0), ``speculative_model_dir`` / ``speculative_model`` (required) and
+  ``eagle3_layers_to_capture``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from eagle3_forensics.engines.rules import EngineRules, version_key
+from eagle3_forensics.errors import BadArgumentsError
+from eagle3_forensics.io.launch import CommandLine, Option, json_or_text, parse_json_object, read_yaml_mapping
+
+
+class Setting(StrEnum):
+    """A speculative-decoding setting a command line carries (the keys of ``LaunchSettings.settings``)."""
+
+    TARGET = "target"
+    METHOD = "method"
+    DRAFT = "draft"
+    NUM_STEPS = "num_steps"
+    TOPK = "topk"
+    NUM_DRAFT_TOKENS = "num_draft_tokens"
+    NUM_SPECULATIVE_TOKENS = "num_speculative_tokens"
+    MAX_DRAFT_LEN = "max_draft_len"
+    TENSOR_PARALLEL_SIZE = "tensor_parallel_size"
+    DRAFT_TENSOR_PARALLEL_SIZE = "draft_tensor_parallel_size"
+    CAPTURE_LAYERS = "capture_layers"
+
+
+INT_SETTINGS = frozenset(
+    {
+        Setting.NUM_STEPS,
+        Setting.TOPK,
+        Setting.NUM_DRAFT_TOKENS,
+        Setting.NUM_SPECULATIVE_TOKENS,
+        Setting.MAX_DRAFT_LEN,
+        Setting.TENSOR_PARALLEL_SIZE,
+        Setting.DRAFT_TENSOR_PARALLEL_SIZE,
+    }
+)
+
+
+class MethodCase(StrEnum):
+    EXACT = "exact"  # compared as written (argparse choices, pydantic literals)
+    UPPER = "upper"  # upper-cased before use (SGLang 0.5.12+: `speculative_algorithm.upper()`)
+
+
+class DraftMissing(StrEnum):
+    """What a release does when speculative decoding is asked for without a draft path."""
+
+    TARGET_AS_DRAFTER = "target_as_drafter"  # loads the target model as the drafter (SGLang)
+    REFUSED = "refused"  # refuses to start (vLLM, TensorRT-LLM)
+
+
+class Params(StrEnum):
+    """Which draft-length settings a release reads and how it validates them."""
+
+    STEPS_TOPK_TOKENS = "steps_topk_tokens"  # SGLang: num_steps, eagle_topk, num_draft_tokens
+    NUM_SPECULATIVE_TOKENS = "num_speculative_tokens"  # vLLM: one K > 0; draft TP in {1, TP}
+    MAX_DRAFT_LEN = "max_draft_len"  # TensorRT-LLM: max_draft_len > 0
+
+
+class Source(StrEnum):
+    """Where a flag's value goes."""
+
+    VALUE = "value"  # the setting itself
+    CONFIG_JSON = "config_json"  # a JSON object of speculative settings (vLLM --speculative-config)
+    OPTIONS_FILE = "options_file"  # a YAML file whose `config_section` holds them (TensorRT-LLM)
+
+
+@dataclass(frozen=True)
+class LaunchFlag:
+    """A command-line option and what it sets. ``exclusive_with_config``: naming the same key in the
+    JSON config too is refused at startup (vLLM ``--spec-method`` and ``"method"``)."""
+
+    names: tuple[str, ...]
+    setting: Setting | None = None
+    source: Source = Source.VALUE
+    exclusive_with_config: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "source", Source(self.source))
+        if self.setting is not None:
+            object.__setattr__(self, "setting", Setting(self.setting))
+        if (self.setting is None) == (self.source is Source.VALUE):
+            raise ValueError(f"launch flag {self.names}: a VALUE flag names a setting, a config flag none")
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """A key of the JSON/YAML speculative config and the setting it carries (first spelling present wins)."""
+
+    setting: Setting
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LaunchRules:
+    """How one engine release range reads its serving command (see the module docstring)."""
+
+    engine: str
+    display: str
+    package: str
+    first: str
+    last: str
+    sources: tuple[str, ...]
+    programs: tuple[str, ...]  # programs (io.launch names) that start this engine
+    operand_model: tuple[str, ...]  # programs whose first operand is the target model
+    flags: tuple[LaunchFlag, ...]
+    config_keys: tuple[ConfigKey, ...] = ()
+    config_section: str | None = None  # the options file's section holding the speculative config
+    underscore_spellings: bool = False  # `--a_b` is read as `--a-b` (vLLM FlexibleArgumentParser)
+    dotted_config: bool = False  # `--speculative-config.KEY VALUE` merged into the JSON (vLLM)
+    normalise_config_keys: bool = False  # `-` in JSON keys read as `_` (vLLM create_speculative_config)
+    method_case: MethodCase = MethodCase.EXACT
+    method_choices: tuple[str, ...] | None = None  # any other value is refused at startup
+    method_aliases: tuple[tuple[str, str], ...] = ()  # (written, used): SGLang NEXTN -> EAGLE
+    eagle3_methods: tuple[str, ...] = ()
+    eagle_methods: tuple[str, ...] = ()  # EAGLE-1/2: an EAGLE-3 drafter served as EAGLE (acceptance ~1.0)
+    # without a method: (substring of the lower-cased draft name, method) tried in order, else the default
+    method_from_draft_name: tuple[tuple[str, str], ...] = ()
+    method_detect_fallback: str | None = None  # the method when no substring matches (vLLM: draft_model)
+    method_fix: str = ""  # the exact setting that serves EAGLE-3
+    draft_fix: str = ""  # how to name the drafter ({path})
+    draft_missing: DraftMissing = DraftMissing.REFUSED
+    draft_missing_effect: str = ""
+    params: Params = Params.STEPS_TOPK_TOKENS
+    capture_option: str | None = None  # the launch option naming the captured target layers
+    pinned: bool = True
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for attr, enum in (("method_case", MethodCase), ("draft_missing", DraftMissing), ("params", Params)):
+            object.__setattr__(self, attr, enum(getattr(self, attr)))
+        if self.pinned and version_key(self.first) > version_key(self.last):
+            raise ValueError(f"launch rules {self.engine} {self.first}: first is after last {self.last}")
+        names = [n for f in self.flags for n in f.names]
+        if len(names) != len(set(names)):
+            raise ValueError(f"launch rules {self.engine} {self.first}: a flag name is listed twice")
+        if not set(self.operand_model) <= set(self.programs):
+            raise ValueError(f"launch rules {self.engine} {self.first}: operand_model names unknown programs")
+
+    @property
+    def versions(self) -> str:
+        return self.first if self.first == self.last else f"{self.first}–{self.last}"
+
+    @property
+    def release(self) -> str:
+        if not self.pinned:
+            return f"{self.engine} {self.package}@{self.versions} (not a release)"
+        return f"{self.engine} {self.versions}"
+
+    def flag(self, name: str) -> LaunchFlag | None:
+        return next((f for f in self.flags if name in f.names), None)
+
+    def canonical(self, name: str) -> str:
+        """The option name this release reads ``name`` as (vLLM: ``--a_b`` -> ``--a-b`` before any ``.``)."""
+        if not self.underscore_spellings or not name.startswith("--"):
+            return name
+        head, dot, tail = name[2:].partition(".")
+        return "--" + head.replace("_", "-") + dot + tail
+
+    def used_method(self, written: str) -> str:
+        """The method the release runs for a written value (case rule, then aliases)."""
+        value = written.upper() if self.method_case is MethodCase.UPPER else written
+        return dict(self.method_aliases).get(value, value)
+
+
+# -- SGLang -----------------------------------------------------------------------------------------
+
+_SG = "sglang"
+SGLANG_0_5_11 = LaunchRules(
+    engine="sglang",
+    display="SGLang",
+    package=_SG,
+    first="0.5.10.post1",
+    last="0.5.11",
+    sources=(
+        f"{_SG}==0.5.11 sglang/srt/server_args.py (add_cli_args, _handle_speculative_decoding)",
+        f"{_SG}==0.5.11 sglang/srt/configs/model_config.py (from_server_args: model_path or server_args.model_path)",
+        f"{_SG}==0.5.11 sglang/cli/serve.py (sglang serve: --model-path only)",
+    ),
+    programs=("python -m sglang.launch_server", "sglang serve"),
+    operand_model=(),
+    flags=(
+        LaunchFlag(("--model-path", "--model"), Setting.TARGET),
+        LaunchFlag(("--speculative-algorithm",), Setting.METHOD),
+        LaunchFlag(("--speculative-draft-model-path", "--speculative-draft-model"), Setting.DRAFT),
+        LaunchFlag(("--speculative-num-steps",), Setting.NUM_STEPS),
+        LaunchFlag(("--speculative-eagle-topk",), Setting.TOPK),
+        LaunchFlag(("--speculative-num-draft-tokens",), Setting.NUM_DRAFT_TOKENS),
+        LaunchFlag(("--tensor-parallel-size", "--tp-size"), Setting.TENSOR_PARALLEL_SIZE),
+    ),
+    method_case=MethodCase.EXACT,
+    method_choices=("DFLASH", "EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"),
+    method_aliases=(("NEXTN", "EAGLE"),),
+    eagle3_methods=("EAGLE3",),
+    eagle_methods=("EAGLE",),
+    method_fix="--speculative-algorithm EAGLE3",
+    draft_fix="--speculative-draft-model-path {path}",
+    draft_missing=DraftMissing.TARGET_AS_DRAFTER,
+    draft_missing_effect="loads the target model as the drafter (ModelConfig.from_server_args falls back to "
+    "model_path when the draft path is None)",
+    params=Params.STEPS_TOPK_TOKENS,
+    notes=(
+        "argparse with allow_abbrev: an unambiguous prefix of a flag is accepted by SGLang; only full "
+        "names are read here.",
+    ),
+)
+SGLANG_0_5_12 = replace(
+    SGLANG_0_5_11,
+    first="0.5.12",
+    last="0.5.15",
+    sources=(
+        f"{_SG}==0.5.12 sglang/srt/server_args.py (--speculative-algorithm: no choices; "
+        "speculative_algorithm.upper())",
+        f"{_SG}==0.5.14 sglang/srt/arg_groups/speculative_hook.py",
+        f"{_SG}==0.5.12 sglang/srt/configs/model_config.py (from_server_args)",
+        f"{_SG}==0.5.15 sglang/cli/serve.py (sglang serve: --model-path only)",
+    ),
+    method_case=MethodCase.UPPER,
+    method_choices=None,
+)
+SGLANG_0_5_16 = replace(
+    SGLANG_0_5_12,
+    first="0.5.16",
+    last="0.5.23",
+    sources=(
+        f"{_SG}==0.5.23 sglang/srt/arg_groups/fields/spec.py (the speculative flags)",
+        f"{_SG}==0.5.23 sglang/srt/arg_groups/fields/model.py (--model-path, --model)",
+        f"{_SG}==0.5.23 sglang/srt/arg_groups/speculative_hook.py (handle_speculative_decoding, "
+        "_handle_eagle_family)",
+        f"{_SG}==0.5.23 sglang/srt/configs/model_config.py (from_server_args)",
+        f"{_SG}==0.5.16 sglang/cli/serve.py (_normalize_positional_model_path: sglang serve MODEL)",
+    ),
+    operand_model=("sglang serve",),
+)
+
+# -- vLLM -------------------------------------------------------------------------------------------
+
+_VL = "vllm"
+VLLM_0_32_0 = LaunchRules(
+    engine="vllm",
+    display="vLLM",
+    package=_VL,
+    first="0.32.0",
+    last="0.32.0",
+    sources=(
+        f"{_VL}==0.32.0 vllm/engine/arg_utils.py (--speculative-config/-sc, --spec-method/--spec-model/"
+        "--spec-tokens, create_speculative_config)",
+        f"{_VL}==0.32.0 vllm/utils/argparse_utils.py (FlexibleArgumentParser: _ -> -, dotted keys, "
+        "vllm serve MODEL)",
+        f"{_VL}==0.32.0 vllm/config/speculative.py (SpeculativeConfig.__post_init__, _verify_args, "
+        "_verify_and_get_draft_tp)",
+    ),
+    programs=("vllm serve", "python -m vllm.entrypoints.openai.api_server"),
+    operand_model=("vllm serve",),
+    flags=(
+        LaunchFlag(("--model",), Setting.TARGET),
+        LaunchFlag(("--speculative-config", "-sc"), source=Source.CONFIG_JSON),
+        LaunchFlag(("--spec-method",), Setting.METHOD, exclusive_with_config=True),
+        LaunchFlag(("--spec-model",), Setting.DRAFT, exclusive_with_config=True),
+        LaunchFlag(("--spec-tokens",), Setting.NUM_SPECULATIVE_TOKENS, exclusive_with_config=True),
+        LaunchFlag(("--tensor-parallel-size", "-tp"), Setting.TENSOR_PARALLEL_SIZE),
+    ),
+    config_keys=(
+        ConfigKey(Setting.METHOD, ("method",)),
+        ConfigKey(Setting.DRAFT, ("model",)),
+        ConfigKey(Setting.NUM_SPECULATIVE_TOKENS, ("num_speculative_tokens",)),
+        ConfigKey(Setting.DRAFT_TENSOR_PARALLEL_SIZE, ("draft_tensor_parallel_size",)),
+    ),
+    underscore_spellings=True,
+    dotted_config=True,
+    normalise_config_keys=True,
+    method_case=MethodCase.EXACT,
+    eagle3_methods=("eagle3",),
+    eagle_methods=("eagle",),
+    method_from_draft_name=(("eagle-", "eagle"), ("eagle3", "eagle3")),
+    method_detect_fallback="draft_model",
+    method_fix='"method": "eagle3" in --speculative-config',
+    draft_fix='"model": "{path}" in --speculative-config',
+    draft_missing=DraftMissing.REFUSED,
+    draft_missing_effect="refuses to start (SpeculativeConfig: 'num_speculative_tokens was provided but "
+    "without speculative model')",
+    params=Params.NUM_SPECULATIVE_TOKENS,
+)
+
+# -- TensorRT-LLM -----------------------------------------------------------------------------------
+
+_TRT = "NVIDIA/TensorRT-LLM"
+TENSORRT_LLM_MAIN = LaunchRules(
+    engine="tensorrt_llm",
+    display="TensorRT-LLM",
+    package=_TRT,
+    first="00209af1",
+    last="00209af1",
+    pinned=False,
+    sources=(
+        f"{_TRT}@00209af1 tensorrt_llm/commands/serve.py (serve: MODEL, --config/--extra_llm_api_options, "
+        "yaml.safe_load)",
+        f"{_TRT} main tensorrt_llm/llmapi/llm_args.py (EagleDecodingConfig / Eagle3DecodingConfig: "
+        "validate_eagle_config, validate_speculative_model, eagle3_layers_to_capture)",
+        f"{_TRT}@001e6700 tensorrt_llm/_torch/speculative/eagle3.py (layers_to_capture)",
+    ),
+    programs=("trtllm-serve",),
+    operand_model=("trtllm-serve",),
+    flags=(
+        LaunchFlag(("--config", "--extra_llm_api_options"), source=Source.OPTIONS_FILE),
+        LaunchFlag(("--tensor_parallel_size", "--tp_size"), Setting.TENSOR_PARALLEL_SIZE),
+    ),
+    config_section="speculative_config",
+    config_keys=(
+        ConfigKey(Setting.METHOD, ("decoding_type",)),
+        ConfigKey(Setting.DRAFT, ("speculative_model_dir", "speculative_model")),
+        ConfigKey(Setting.MAX_DRAFT_LEN, ("max_draft_len",)),
+        ConfigKey(Setting.CAPTURE_LAYERS, ("eagle3_layers_to_capture",)),
+    ),
+    method_case=MethodCase.EXACT,
+    eagle3_methods=("Eagle", "Eagle3"),  # the PyTorch backend runs EagleDecodingConfig as EAGLE-3
+    method_fix="decoding_type: Eagle3 (or Eagle) under speculative_config",
+    draft_fix="speculative_model_dir: {path} under speculative_config",
+    draft_missing=DraftMissing.REFUSED,
+    draft_missing_effect="refuses to start (EagleDecodingConfig: 'Draft model must be provided for EAGLE')",
+    params=Params.MAX_DRAFT_LEN,
+    capture_option="eagle3_layers_to_capture",
+    notes=("Read at main-branch commits, not a release (the PyPI package is a stub); not run.",),
+)
+
+LAUNCH_RELEASES: dict[str, tuple[LaunchRules, ...]] = {
+    "sglang": (SGLANG_0_5_11, SGLANG_0_5_12, SGLANG_0_5_16),
+    "vllm": (VLLM_0_32_0,),
+    "tensorrt_llm": (TENSORRT_LLM_MAIN,),
+}
+
+
+def launch_rules_for(rules: EngineRules) -> LaunchRules:
+    """The launch table for the release a drafter is judged by (the newest table not newer than it)."""
+    tables = LAUNCH_RELEASES.get(rules.name)
+    if not tables:
+        known = ", ".join(LAUNCH_RELEASES)
+        raise BadArgumentsError(f"--launch: no launch rules for engine {rules.name!r}; known: {known}")
+    if not rules.pinned or not tables[0].pinned:
+        return tables[-1]
+    key = version_key(rules.requested or rules.last)
+    chosen = tables[0]
+    for table in tables:
+        if version_key(table.first) <= key:
+            chosen = table
+    return chosen
+
+
+# -- reading a command line -------------------------------------------------------------------------
+
+
+@dataclass
+class LaunchSettings:
+    """What a release runs a command line with (``settings``), and how it got there.
+
+    ``method_used`` is the method after the release's case rule, aliases and name-based detection
+    (``None``: no speculative decoding); ``method_source`` says which; ``method_refused`` is the
+    reason the release refuses the written value at startup, when it does.
+    """
+
+    command: str
+    engine: str
+    program: str
+    launch_release: str  # the launch table's release label
+    sources: tuple[str, ...]
+    settings: dict[str, Any] = field(default_factory=dict)
+    given: dict[str, str] = field(default_factory=dict)  # setting -> the flag or key it came from
+    method_used: str | None = None
+    method_source: str = "absent"  # flag | draft name | default | absent
+    method_refused: str | None = None
+    options_file: str | None = None
+    speculative_config: dict[str, Any] | None = None
+    judged_by: str = ""  # the engine release label the drafter was judged by (set by diagnose)
+
+    def get(self, setting: Setting) -> Any:
+        return self.settings.get(setting.value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "command": self.command,
+            "engine": self.engine,
+            "program": self.program,
+            "launch_release": self.launch_release,
+            "judged_by": self.judged_by,
+            "sources": list(self.sources),
+            "settings": dict(self.settings),
+            "given": dict(self.given),
+            "method_used": self.method_used,
+            "method_source": self.method_source,
+            "method_refused": self.method_refused,
+            "options_file": self.options_file,
+            "speculative_config": self.speculative_config,
+        }
+
+
+def read_launch(line: CommandLine, rules: LaunchRules, base: Path | None = None) -> LaunchSettings:
+    """Interpret ``line`` under ``rules``. Values the release's own parser refuses (a non-integer
+    count, an option spelled the way this release does not accept, bad JSON, an unreadable
+    options file) are :class:`BadArgumentsError` / :class:`UnusableInputError` (exit 2)."""
+    if line.program not in rules.programs:
+        raise BadArgumentsError(f"--launch: {line.program} does not start {rules.display} ({rules.release})")
+    out = LaunchSettings(line.text, rules.engine, line.program, rules.release, rules.sources)
+    values: dict[Setting, tuple[Any, str]] = {}
+    exclusive: dict[Setting, str] = {}
+    config: dict[str, Any] | None = None
+    config_from = ""
+    if line.program in rules.operand_model and line.operands:
+        values[Setting.TARGET] = (line.operands[0], "operand")
+    for option in line.options:
+        name = rules.canonical(option.name)
+        base_name, _, dotted = (
+            name.partition(".") if rules.dotted_config and name.startswith("--") else (name, "", "")
+        )
+        flag = rules.flag(base_name)
+        if flag is None:
+            _refuse_respelled(rules, option)
+            continue  # an option this table does not model: not a speculative setting
+        if dotted:
+            if flag.source is not Source.CONFIG_JSON:
+                continue
+            config = config if config is not None else {}
+            _merge_dotted(config, dotted.split("."), json_or_text(_need(option, name)))
+            config_from = config_from or base_name
+        elif flag.source is Source.CONFIG_JSON:
+            config = {**(config or {}), **parse_json_object(option.value, name)}
+            config_from = name
+        elif flag.source is Source.OPTIONS_FILE:
+            path, data = read_yaml_mapping(_need(option, name), name, base)
+            out.options_file = str(path)
+            section = data.get(rules.config_section) if rules.config_section else data
+            if section is not None and not isinstance(section, dict):
+                raise BadArgumentsError(
+                    f"--launch: {rules.config_section} in {option.value} must be a mapping, got "
+                    f"{type(section).__name__}"
+                )
+            config = dict(section) if section is not None else None
+            config_from = f"{option.value}: {rules.config_section}"
+        else:
+            assert flag.setting is not None
+            values[flag.setting] = (_need(option, name), name)
+            if flag.exclusive_with_config:
+                exclusive[flag.setting] = name
+    if config is not None:
+        if rules.normalise_config_keys:
+            config = {str(k).replace("-", "_"): v for k, v in config.items()}
+        out.speculative_config = config
+        for ck in rules.config_keys:
+            key = next((k for k in ck.keys if k in config), None)
+            if key is None:
+                continue
+            if ck.setting in exclusive:
+                raise BadArgumentsError(
+                    f"--launch: {exclusive[ck.setting]} and {config_from}['{key}'] are mutually exclusive; "
+                    f"{rules.display} ({rules.release}) refuses to start"
+                )
+            values[ck.setting] = (config[key], f"{config_from}.{key}")
+    for setting, (raw, where) in values.items():
+        out.settings[setting.value] = _coerce(setting, raw, where, rules)
+        out.given[setting.value] = where
+    _resolve_method(out, rules, speculative=config is not None or Setting.METHOD in values)
+    return out
+
+
+def _need(option: Option, name: str) -> str:
+    if option.value is None:
+        raise BadArgumentsError(f"--launch: {name} needs a value")
+    return option.value
+
+
+def _refuse_respelled(rules: LaunchRules, option: Option) -> None:
+    """An option this release does not accept in this spelling, but whose other spelling is a
+    modelled flag (SGLang's argparse refuses ``--speculative_algorithm``): the command would not start."""
+    if rules.underscore_spellings or not option.name.startswith("--"):
+        return
+    for other in (option.name.replace("_", "-"), "--" + option.name[2:].replace("-", "_")):
+        if other != option.name and rules.flag(other) is not None:
+            raise BadArgumentsError(
+                f"--launch: {rules.display} ({rules.release}) does not accept {option.name} "
+                f"(its parser refuses it at startup); write {other}"
+            )
+
+
+def _merge_dotted(config: dict[str, Any], keys: list[str], value: Any) -> None:
+    node = config
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = node[key] = {}
+        node = child
+    node[keys[-1]] = value
+
+
+def _coerce(setting: Setting, raw: Any, where: str, rules: LaunchRules) -> Any:
+    if setting in INT_SETTINGS:
+        if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+            raise BadArgumentsError(f"--launch: {where} must be an integer, got {raw!r}"[:200])
+        try:
+            return int(raw)
+        except ValueError:
+            raise BadArgumentsError(
+                f"--launch: {where} must be an integer, got {raw!r}; {rules.display} refuses it at startup"[
+                    :200
+                ]
+            ) from None
+    if setting is Setting.CAPTURE_LAYERS:
+        if (
+            not isinstance(raw, list)
+            or not raw
+            or not all(isinstance(i, int) and not isinstance(i, bool) for i in raw)
+        ):
+            raise BadArgumentsError(
+                f"--launch: {where} must be a non-empty list of integers, got {raw!r}"[:200]
+            )
+        return sorted(set(raw))  # a set in the release (Optional[Set[int]])
+    if not isinstance(raw, str):
+        raise BadArgumentsError(f"--launch: {where} must be a string, got {raw!r}"[:200])
+    return raw
+
+
+def _resolve_method(out: LaunchSettings, rules: LaunchRules, speculative: bool) -> None:
+    written = out.get(Setting.METHOD)
+    if written is not None:
+        out.method_source = "flag"
+        if rules.method_choices is not None and written not in rules.method_choices:
+            out.method_refused = (
+                f"{written!r} is not one of its choices {', '.join(rules.method_choices)} "
+                "(compared exactly: the parser refuses it at startup)"
+            )
+        out.method_used = rules.used_method(written)
+        return
+    if not speculative or rules.method_detect_fallback is None:
+        return  # no method: no speculative decoding (SGLang ignores the other speculative flags)
+    draft = out.get(Setting.DRAFT)
+    name = str(draft).lower() if draft is not None else ""
+    detected = next((m for sub, m in rules.method_from_draft_name if name and sub in name), None)
+    out.method_used = detected or rules.method_detect_fallback
+    out.method_source = "draft name" if detected else "default"
+
+
+__all__ = [
+    "LAUNCH_RELEASES",
+    "ConfigKey",
+    "DraftMissing",
+    "LaunchFlag",
+    "LaunchRules",
+    "LaunchSettings",
+    "MethodCase",
+    "Params",
+    "Setting",
+    "Source",
+    "launch_rules_for",
+    "read_launch",
+]
