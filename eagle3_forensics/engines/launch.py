@@ -36,7 +36,14 @@ from typing import Any
 
 from eagle3_forensics.engines.rules import EngineRules, version_key
 from eagle3_forensics.errors import BadArgumentsError
-from eagle3_forensics.io.launch import CommandLine, Option, json_or_text, parse_json_object, read_yaml_mapping
+from eagle3_forensics.io.launch import (
+    CommandLine,
+    Option,
+    json_or_text,
+    local_config,
+    parse_json_object,
+    read_yaml_mapping,
+)
 
 
 class Setting(StrEnum):
@@ -154,6 +161,10 @@ class LaunchRules:
     draft_missing_effect: str = ""
     params: Params = Params.STEPS_TOPK_TOKENS
     capture_option: str | None = None  # the launch option naming the captured target layers
+    # the model operand may be a speculators checkpoint: it becomes the drafter, its verifier the
+    # target, its speculators_model_type the method (mapped by these pairs) and its
+    # proposal_methods[0].speculative_tokens the K (vLLM maybe_override_with_speculators)
+    speculators_model: tuple[tuple[str, str], ...] | None = None
     pinned: bool = True
     notes: tuple[str, ...] = ()
 
@@ -280,6 +291,8 @@ VLLM_0_32_0 = LaunchRules(
         "vllm serve MODEL)",
         f"{_VL}==0.32.0 vllm/config/speculative.py (SpeculativeConfig.__post_init__, _verify_args, "
         "_verify_and_get_draft_tp)",
+        f"{_VL}==0.32.0 vllm/transformers_utils/config.py (maybe_override_with_speculators) and "
+        "transformers_utils/configs/speculators/base.py (build_vllm_speculative_config)",
     ),
     programs=("vllm serve", "python -m vllm.entrypoints.openai.api_server"),
     operand_model=("vllm serve",),
@@ -311,6 +324,7 @@ VLLM_0_32_0 = LaunchRules(
     draft_missing_effect="refuses to start (SpeculativeConfig: 'num_speculative_tokens was provided but "
     "without speculative model')",
     params=Params.NUM_SPECULATIVE_TOKENS,
+    speculators_model=(("peagle", "eagle3"), ("dflash2", "dflash")),
 )
 
 # -- TensorRT-LLM -----------------------------------------------------------------------------------
@@ -471,6 +485,7 @@ def read_launch(line: CommandLine, rules: LaunchRules, base: Path | None = None)
             values[flag.setting] = (_need(option, name), name)
             if flag.exclusive_with_config:
                 exclusive[flag.setting] = name
+    config, config_from = _speculators_model(rules, values, config, config_from, base)
     if config is not None:
         if rules.normalise_config_keys:
             config = {str(k).replace("-", "_"): v for k, v in config.items()}
@@ -490,6 +505,39 @@ def read_launch(line: CommandLine, rules: LaunchRules, base: Path | None = None)
         out.given[setting.value] = where
     _resolve_method(out, rules, speculative=config is not None or Setting.METHOD in values)
     return out
+
+
+def _speculators_model(
+    rules: LaunchRules,
+    values: dict[Setting, tuple[Any, str]],
+    config: dict[str, Any] | None,
+    config_from: str,
+    base: Path | None,
+) -> tuple[dict[str, Any] | None, str]:
+    """vLLM serving a speculators checkpoint as its model: the config it builds from that checkpoint,
+    with the user's JSON applied first and ``method`` / ``model`` locked (as the release does)."""
+    if rules.speculators_model is None or Setting.TARGET not in values:
+        return config, config_from
+    model = str(values[Setting.TARGET][0])
+    raw = local_config(model, base)
+    spec = raw.get("speculators_config") if raw is not None else None
+    if raw is None or not isinstance(spec, dict):
+        return config, config_from
+    methods = spec.get("proposal_methods")
+    first = methods[0] if isinstance(methods, list) and methods and isinstance(methods[0], dict) else {}
+    verifier = spec.get("verifier")
+    kind = raw.get("speculators_model_type")
+    built: dict[str, Any] = {**(config or {})}
+    if first.get("speculative_tokens") is not None:
+        built.setdefault("num_speculative_tokens", first["speculative_tokens"])
+    built["method"] = dict(rules.speculators_model).get(str(kind), kind)
+    built["model"] = model
+    if isinstance(verifier, dict) and isinstance(verifier.get("name_or_path"), str):
+        values[Setting.TARGET] = (
+            verifier["name_or_path"],
+            f"{model}: speculators_config.verifier.name_or_path",
+        )
+    return built, f"{model}: speculators_config"
 
 
 def _need(option: Option, name: str) -> str:

@@ -211,12 +211,29 @@ def read_yaml_mapping(path: str, flag: str, base: Path | None = None) -> tuple[P
     return p, data
 
 
+def local_config(path: str, base: Path | None = None) -> dict[str, Any] | None:
+    """``config.json`` of a model directory named in a command, when it is a local directory here
+    (``None`` otherwise: a hub id, another machine's path, an unreadable or non-object file)."""
+    p = Path(os.path.expanduser(path))
+    if not p.is_absolute():
+        p = (base or Path.cwd()) / p
+    cfg = p / "config.json"
+    try:
+        if not cfg.is_file() or cfg.stat().st_size > MAX_OPTIONS_FILE_BYTES:
+            return None
+        value = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 __all__ = [
     "KNOWN_PROGRAMS",
     "PROGRAMS",
     "CommandLine",
     "Option",
     "json_or_text",
+    "local_config",
     "parse_json_object",
     "read_yaml_mapping",
     "split_command",
