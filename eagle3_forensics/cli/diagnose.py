@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _error_payload(args: argparse.Namespace, exc: BaseException) -> dict[str, Any]:
     """The members a ``--json`` argument error still carries: what was asked."""
-    return {"checkpoint": args.path, "engines": engine_specs(args.engine)}
+    specs = engine_specs(args.engine)
+    return {"checkpoint": args.path, "engines": [specs] if isinstance(specs, str) else specs}
 
 
 def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:

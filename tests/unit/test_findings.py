@@ -30,6 +30,7 @@ from eagle3_forensics.findings import (
     CATALOGUE,
     CHECK_CATALOGUE,
     DATA_CATALOGUE,
+    LAUNCH_CATALOGUE,
     SERVER_CATALOGUE,
     Finding,
     Severity,
@@ -772,8 +773,13 @@ def test_every_code_has_a_case() -> None:
     """Every static-check code has a case here; live-server codes are tested in test_server_probe.py."""
     covered = {c.code for c in CASES} | {"CHECKPOINT_UNREADABLE"}
     assert covered == set(CHECK_CATALOGUE)
-    # DATA_* codes (audit-data) have their positive and negative tests in tests/unit/test_data_audit.py
-    assert set(CATALOGUE) == set(CHECK_CATALOGUE) | set(SERVER_CATALOGUE) | set(DATA_CATALOGUE)
+    # DATA_* codes (audit-data) have their positive and negative tests in tests/unit/test_data_audit.py,
+    # LAUNCH_* codes (diagnose --launch) theirs in tests/unit/test_launch.py
+    assert set(CATALOGUE) == set(CHECK_CATALOGUE) | set(SERVER_CATALOGUE) | set(DATA_CATALOGUE) | set(
+        LAUNCH_CATALOGUE
+    )
+    launch_tests = (ROOT / "tests" / "unit" / "test_launch.py").read_text(encoding="utf-8")
+    assert [code for code in LAUNCH_CATALOGUE if f'"{code}"' not in launch_tests] == []
 
 
 def test_every_server_code_is_exercised_by_the_server_tests() -> None:
