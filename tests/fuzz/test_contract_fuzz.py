@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ from mangle import (
 from safetensors.numpy import save_file as save_numpy
 
 from eagle3_forensics.cli.main import _subcommands, build_parser
+from eagle3_forensics.engines.launch import LAUNCH_RELEASES
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"
@@ -579,6 +581,69 @@ def merge_runs(data: st.DataObject, w: World, work: Path) -> list[str]:
     return ["merge-runs", *parts, "--out", work / "merged", "--json"]
 
 
+# diagnose --launch: serving command lines built from every engine's real flags and programs, with
+# hostile values (unbalanced quotes, shell operators, bad JSON) and a mangled options YAML.
+_LAUNCH_PROGRAMS = [
+    "python -m sglang.launch_server",
+    "sglang serve",
+    "vllm serve",
+    "python3 -m vllm.entrypoints.openai.api_server",
+    "trtllm-serve",
+    "trtllm-serve serve",
+    "CUDA_VISIBLE_DEVICES=0 vllm serve",
+    "bash -c",
+    "sglang",
+    "",
+    "'",
+]
+_LAUNCH_FLAGS = sorted(
+    {n for tables in LAUNCH_RELEASES.values() for t in tables for f in t.flags for n in f.names}
+    | {
+        "--speculative_algorithm",
+        "--speculative-config.method",
+        "--speculative_config.model",
+        "--tp_size",
+        "--",
+    }
+)
+_LAUNCH_VALUES = [
+    "EAGLE3", "eagle3", "EAGLE", "Eagle", "NEXTN", "0", "-1", "3", "1e309", "", "'", '"', "\\",
+    '{"method": "eagle3", "model": "DRAFTER", "num_speculative_tokens": 3}', '{"method": ', "[1, 2]",
+    "null", '{"num_speculative_tokens": true}', "x" * 3000, "org/name", "é✓", "&&", "|", ";",
+    "$(id)", "`id`", "opts.yaml", "missing.yaml", "DRAFTER",
+]  # fmt: skip
+_LAUNCH_YAML = [
+    {
+        "speculative_config": {
+            "decoding_type": "Eagle",
+            "max_draft_len": 3,
+            "speculative_model_dir": "DRAFTER",
+        }
+    },
+    {"speculative_config": {"decoding_type": "Eagle3", "eagle3_layers_to_capture": [1, 3, 4]}},
+    {"speculative_config": {"eagle3_layers_to_capture": "all", "max_draft_len": "three"}},
+    {"speculative_config": [1, 2]},
+    [1, 2],
+    "text",
+]
+
+
+def launch(data: st.DataObject, w: World, work: Path) -> list[str]:
+    seed = data.draw(st.sampled_from(_LAUNCH_YAML), label="yaml seed")
+    raw = yaml.safe_dump(seed).replace("DRAFTER", str(w.demo_drafter)).encode()
+    if data.draw(st.booleans(), label="mangle yaml"):
+        raw = draw_text_bytes(data, raw)
+    (work / "opts.yaml").write_bytes(raw)
+    tokens = st.one_of(st.sampled_from(_LAUNCH_FLAGS), st.sampled_from(_LAUNCH_VALUES), st.text(max_size=6))
+    words = [data.draw(st.sampled_from(_LAUNCH_PROGRAMS), label="program")]
+    for word in data.draw(st.lists(tokens, max_size=10), label="words"):
+        word = word.replace("DRAFTER", str(w.demo_drafter))
+        words.append(shlex.quote(word) if data.draw(st.booleans(), label="quote") else word)
+    argv: list[Any] = ["diagnose", w.demo_drafter, "--launch", " ".join(words), "--json"]
+    engine = data.draw(st.sampled_from([None, "sglang", "vllm", "tensorrt_llm", "sglang==0.5.11", "all"]))
+    return argv + (["--engine", engine] if engine else [])
+
+
 # Hostile command lines: every command's real flags with values that name nothing.
 _VALUES = [
     "/nonexistent/e3f",
@@ -647,6 +712,7 @@ COMMANDS: tuple[Case, ...] = (
     Case("run", "run", 100, run, frozenset({1, 2})),
     Case("history", "history", 100, history, frozenset({0, 2})),
     Case("merge-runs", "merge-runs", 100, merge_runs, frozenset({1, 2})),
+    Case("diagnose-launch", "diagnose", 150, launch, frozenset({0, 1, 2}), in_work=True),
     # mostly exit 2; a value that happens to name something real ('' is the current directory) may run
     Case("arguments", "*", 300, arguments, in_work=True),
 )
