@@ -220,8 +220,8 @@ def _same_files(a: Path, b: Path) -> bool:
 
 
 def _params(ctx: Context, launch: LaunchSettings, rules: LaunchRules) -> Iterator[Finding]:
-    if launch.method_used is None or launch.method_refused is not None:
-        return
+    if not _speculative(launch, rules) or launch.method_refused is not None:
+        return  # no EAGLE-family drafting (or a refused method): these settings are not read
     problems: list[tuple[Severity, str, str]] = []  # (severity, what, fix)
     name = f"{rules.display} ({launch.launch_release})"
     if rules.params is Params.STEPS_TOPK_TOKENS:

@@ -406,6 +406,11 @@ def test_sglang_spec_params_negative(flags: str) -> None:
     assert codes(launch(f"{SG} --speculative-algorithm EAGLE3 {flags}")) == []
 
 
+def test_sglang_spec_params_are_not_judged_for_a_method_that_does_not_draft_with_the_drafter() -> None:
+    d = launch(f"{SG} --speculative-algorithm NGRAM --speculative-num-steps 3")
+    assert codes(d) == [("LAUNCH_ALGORITHM_MISMATCH", "error")]
+
+
 @pytest.mark.parametrize(
     ("extra", "flags", "text"),
     [
