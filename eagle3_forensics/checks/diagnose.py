@@ -175,8 +175,10 @@ def diagnose(
     """
     line = split_command(launch) if launch is not None else None
     everything = engines is None or engines == "all"
+    # engines the user named (or the command named) are judged strictly; "all" keeps its leniency
+    explicit = not (everything or (not isinstance(engines, str) and engines is not None and "all" in engines))
     if line is not None and everything:
-        engines = [line.engine]
+        engines, explicit = [line.engine], True
     releases = resolve_engines(engines)
     names = [r.name for r in releases]
     settings: LaunchSettings | None = None
@@ -194,9 +196,6 @@ def diagnose(
     try:
         ckpt: Checkpoint = open_checkpoint(path)
         tinfo = open_target(target) if target is not None else None
-        explicit = line is not None or not (
-            everything or (not isinstance(engines, str) and engines is not None and "all" in engines)
-        )
         ctx = Context(ckpt, tinfo, explicit_engines=explicit, releases=releases)
         judged_labels = ctx.releases_judged()
         specs = {r.name: _spec(r) for r in releases}

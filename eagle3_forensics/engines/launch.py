@@ -4,7 +4,9 @@
 table is the older one plus its differences (``dataclasses.replace``). Each names the files it was
 read from (``package==version path``). :func:`read_launch` interprets a table over a split command
 line (:class:`~eagle3_forensics.io.launch.CommandLine`) and returns :class:`LaunchSettings`: what
-the release would run with. Nothing here was run; every fact was read in the released code:
+the release would run with. Every fact was read in the released code; the flag reading of SGLang
+0.5.23 and 0.5.11 is also checked against their own argparse in the loader tier
+(tests/loaders/test_launch_oracle.py), while the validation after parsing was read, not run:
 
 - SGLang (``sglang==0.5.11``, ``==0.5.12``, ``==0.5.14``, ``==0.5.15``, ``==0.5.16``, ``==0.5.17``,
   ``==0.5.23`` wheels): plain ``argparse`` (no underscore spellings); ``--speculative-algorithm``

@@ -284,6 +284,12 @@ def test_the_command_picks_the_engine_and_the_report_names_the_release() -> None
     assert old.launch is not None and old.launch.launch_release == "sglang 0.5.10.post1–0.5.11"
 
 
+def test_engine_all_with_a_launch_judges_every_engine_and_the_command_by_its_own() -> None:
+    d = launch(f"{SG} --speculative-algorithm EAGLE3 {SG_CHAIN}", engines=["all"])
+    assert set(d.engines) == {"sglang", "vllm", "eagle", "speculators", "tensorrt_llm"}
+    assert d.launch is not None and d.launch.engine == "sglang" and codes(d) == []
+
+
 def test_an_engine_other_than_the_commands_is_bad_arguments() -> None:
     with pytest.raises(BadArgumentsError, match="vllm command"):
         launch("vllm serve m", engines=["sglang"])
