@@ -60,7 +60,11 @@ def parse(p: argparse.ArgumentParser, argv: list[str]) -> dict[str, Any]:
     except SystemExit:
         lines = [line for line in err.getvalue().splitlines() if line.strip()]
         return {"error": lines[-1] if lines else "argparse exited"}
-    return {"fields": {f: getattr(ns, f, None) for f in FIELDS}}
+    fields = {f: getattr(ns, f, None) for f in FIELDS}
+    # up to 0.5.11 the tensor-parallel flag's dest is its first spelling (from_cli_args renames it)
+    if getattr(ns, "tensor_parallel_size", None) is not None:
+        fields["tp_size"] = ns.tensor_parallel_size
+    return {"fields": fields}
 
 
 def main() -> int:
