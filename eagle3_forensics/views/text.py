@@ -20,7 +20,9 @@ def human_bytes(n: float) -> str:
 
 
 def _compact(value: Any, limit: int = 220) -> str:
-    text = json.dumps(value, separators=(", ", "="), default=str)
+    text = json.dumps(
+        value, separators=(", ", "="), default=str, ensure_ascii=False
+    )  # – and × as written; control characters stay escaped
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
