@@ -5,6 +5,8 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.setup-stamp
+# the project's kernel, inside the venv (--sys-prefix): a JupyterLab of the venv offers it, nothing else changes
+KERNELSPEC := $(VENV)/share/jupyter/kernels/eagle3-forensics/kernel.json
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -17,7 +19,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
-setup: $(STAMP)  ## create .venv (Python 3.11, torch 2.13.0 CPU) and install the package with dev extras
+$(KERNELSPEC): $(STAMP)
+	$(PY) -m ipykernel install --sys-prefix --name eagle3-forensics --display-name "eagle3-forensics (.venv)"
+
+setup: $(STAMP) $(KERNELSPEC)  ## create .venv (Python 3.11, torch 2.13.0 CPU), install the package with dev extras, register the kernel eagle3-forensics
 
 data: setup  ## regenerate the deterministic demo world (trained target + drafters, corpus, dumps, prep dirs) under data/demo/
 	$(PY) -m eagle3_forensics make-demo data/demo

@@ -8,9 +8,9 @@
 #       format_name: percent
 #       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3 (ipykernel)
+#     display_name: eagle3-forensics (.venv)
 #     language: python
-#     name: python3
+#     name: eagle3-forensics
 # ---
 
 # %% [markdown]
@@ -49,6 +49,18 @@ lookup = None  # token strings / ids the static token lookup shows; None: the mo
 key_filter = ""  # filter of the tensor browser: a substring, or "re:PATTERN"
 
 # %%
+import importlib.util
+
+if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel without the package
+
+    class WrongKernel(Exception):
+        def _render_traceback_(self) -> list[str]:  # IPython shows this line instead of a traceback
+            return [str(self)]
+
+    raise WrongKernel(
+        "this kernel lacks eagle3_forensics: choose Kernel › Change Kernel › eagle3-forensics"
+        " (or open the notebooks with `make lab`)"
+    )
 # %matplotlib inline
 from IPython.display import HTML
 

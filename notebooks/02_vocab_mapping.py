@@ -8,9 +8,9 @@
 #       format_name: percent
 #       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3 (ipykernel)
+#     display_name: eagle3-forensics (.venv)
 #     language: python
-#     name: python3
+#     name: eagle3-forensics
 # ---
 
 # %% [markdown]
@@ -50,6 +50,18 @@ corpus = "../data/demo/corpus.jsonl"  # used when ids is None: JSONL tokenised w
 tie_break = "id"  # "id" (speculators), "first_seen" (EAGLE) or "first_row" (SpecForge)
 
 # %%
+import importlib.util
+
+if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel without the package
+
+    class WrongKernel(Exception):
+        def _render_traceback_(self) -> list[str]:  # IPython shows this line instead of a traceback
+            return [str(self)]
+
+    raise WrongKernel(
+        "this kernel lacks eagle3_forensics: choose Kernel › Change Kernel › eagle3-forensics"
+        " (or open the notebooks with `make lab`)"
+    )
 # %matplotlib inline
 from eagle3_forensics.runs.record import record
 from eagle3_forensics.views.html import show_table

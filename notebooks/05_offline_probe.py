@@ -8,9 +8,9 @@
 #       format_name: percent
 #       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3 (ipykernel)
+#     display_name: eagle3-forensics (.venv)
 #     language: python
-#     name: python3
+#     name: eagle3-forensics
 # ---
 
 # %% [markdown]
@@ -47,6 +47,18 @@ bucket = 8  # tokens per bucket of the along-the-sequence table
 prep = "../data/demo/prep_broken"  # a data-prep directory to audit as well (the seed's situation), or None
 
 # %%
+import importlib.util
+
+if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel without the package
+
+    class WrongKernel(Exception):
+        def _render_traceback_(self) -> list[str]:  # IPython shows this line instead of a traceback
+            return [str(self)]
+
+    raise WrongKernel(
+        "this kernel lacks eagle3_forensics: choose Kernel › Change Kernel › eagle3-forensics"
+        " (or open the notebooks with `make lab`)"
+    )
 # %matplotlib inline
 from eagle3_forensics.checks.data import audit_data
 from eagle3_forensics.probe.offline import probe_offline

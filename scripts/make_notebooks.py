@@ -30,7 +30,7 @@ JUPYTEXT = {
     "formats": "ipynb,py:percent",
     "notebook_metadata_filter": "-jupytext.text_representation.jupytext_version",
 }
-KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+KERNELSPEC = {"display_name": "eagle3-forensics (.venv)", "language": "python", "name": "eagle3-forensics"}
 LANGUAGE_INFO = {
     "name": "python",
     "file_extension": ".py",

@@ -1,9 +1,10 @@
 """Executing notebooks: one papermill run per job, in worker processes, results read back.
 
-For every job :func:`execute_job` executes the notebook with papermill (kernel ``python3``,
-working directory the notebooks folder, per-cell execution timeout), reads back what the notebook
-recorded through :mod:`eagle3_forensics.runs.record` (a JSON sidecar, never scraped from HTML) and
-papermill's own metadata (timings, the failing cell), and renders the executed notebook, failed
+For every job :func:`execute_job` executes the notebook with papermill (kernel
+``eagle3-forensics`` running this interpreter, see :mod:`eagle3_forensics.runs.kernel`; working
+directory the notebooks folder; per-cell execution timeout), reads back what the notebook recorded
+through :mod:`eagle3_forensics.runs.record` (a JSON sidecar, never scraped from HTML) and papermill's
+own metadata (timings, the failing cell), and renders the executed notebook, failed
 ones included, to one self-contained HTML file (:func:`eagle3_forensics.runs.report.render_html`).
 :func:`execute_jobs` runs many, ``workers`` at a time, each in its own spawned process, and goes
 on past failures. Kernels get ``E3F_RECORD`` (their sidecar), ``E3F_INTERACTIVE=0`` (explorers
@@ -26,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_forensics.runs.config import Job
+from eagle3_forensics.runs.kernel import KERNEL_NAME, kernel_env
 from eagle3_forensics.runs.record import ENV_VAR, acceptance_metrics, read_records
-
-KERNEL_NAME = "python3"
 
 
 @contextmanager
@@ -104,6 +104,7 @@ def execute_job(job: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]
     }
     env: dict[str, str | None] = {
         **settings.get("env", {}),
+        **kernel_env(),  # the kernelspec eagle3-forensics starts this interpreter, installed or not
         ENV_VAR: str(sidecar),
         "E3F_INTERACTIVE": "0",
         "PYDEVD_DISABLE_FILE_VALIDATION": "1",

@@ -21,6 +21,7 @@ pytest.importorskip("pandas")
 
 from eagle3_forensics.checks.diagnose import diagnose, inspect_checkpoint  # noqa: E402
 from eagle3_forensics.demo import world as demo  # noqa: E402
+from eagle3_forensics.runs.kernel import KERNEL_NAME, kernel_env  # noqa: E402
 from eagle3_forensics.runs.record import ENV_VAR, read_records, record  # noqa: E402
 from eagle3_forensics.runs.runner import build_demo_report  # noqa: E402
 from eagle3_forensics.views.html import (  # noqa: E402
@@ -107,7 +108,7 @@ def test_notebook_hygiene(path: Path) -> None:
     assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name), "name notebooks NN_topic.ipynb"
     nb = nbformat.read(str(path), as_version=4)
     nbformat.validate(nb)
-    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert nb.metadata["kernelspec"]["name"] == KERNEL_NAME == "eagle3-forensics"  # the project's kernel
     assert "papermill" not in nb.metadata, "an executed papermill output was committed"
     for cell in nb.cells:
         tags = _tags(cell)
@@ -192,6 +193,8 @@ def test_notebook_01_runs_on_healthy_drafter(monkeypatch: pytest.MonkeyPatch, tm
     sidecar = tmp_path / "record.json"
     monkeypatch.setenv(ENV_VAR, str(sidecar))
     monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    for name, value in kernel_env().items():  # the notebooks' kernel, installed by make setup or not
+        monkeypatch.setenv(name, value)
     out = tmp_path / "01.ipynb"
     # a path relative to the notebook folder: works because the kernel runs with cwd=notebooks/
     params = {"checkpoint": "../data/demo/drafters/healthy", "engine": "all"}
@@ -200,7 +203,7 @@ def test_notebook_01_runs_on_healthy_drafter(monkeypatch: pytest.MonkeyPatch, tm
         str(out),
         parameters=params,
         cwd=str(NOTEBOOK_DIR),
-        kernel_name="python3",
+        kernel_name=KERNEL_NAME,
         execution_timeout=120,
         progress_bar=False,
     )
@@ -218,13 +221,15 @@ def test_notebook_05_runs_on_the_demo_dumps(monkeypatch: pytest.MonkeyPatch, tmp
     sidecar = tmp_path / "record.json"
     monkeypatch.setenv(ENV_VAR, str(sidecar))
     monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    for name, value in kernel_env().items():
+        monkeypatch.setenv(name, value)
     out = tmp_path / "05.ipynb"
     papermill.execute_notebook(
         str(NB05),
         str(out),
         parameters={"checkpoint": "../data/demo/drafters/healthy", "data": "../data/demo/dumps/speculators"},
         cwd=str(NOTEBOOK_DIR),
-        kernel_name="python3",
+        kernel_name=KERNEL_NAME,
         execution_timeout=120,
         progress_bar=False,
     )

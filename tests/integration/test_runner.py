@@ -24,6 +24,7 @@ yaml = pytest.importorskip("yaml")
 from eagle3_forensics.cli.main import main  # noqa: E402
 from eagle3_forensics.demo import world as demo  # noqa: E402
 from eagle3_forensics.errors import UnusableInputError  # noqa: E402
+from eagle3_forensics.runs.kernel import kernel_env  # noqa: E402
 from eagle3_forensics.runs.report import index_html, render_html  # noqa: E402
 from eagle3_forensics.runs.runner import (  # noqa: E402
     baseline_from_runs,
@@ -456,7 +457,7 @@ def test_papermill_cli_runs_every_notebook(tmp_path: Path) -> None:
     notebooks = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb"))
     assert sorted(CLI_PARAMS) == notebooks, "add the new notebook to CLI_PARAMS (and the README examples)"
     papermill = Path(sys.executable).with_name("papermill")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+    env = {**os.environ, **kernel_env(), "OMP_NUM_THREADS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
     env.pop("MPLBACKEND", None)
     drafter = str(DEMO / "drafters" / "d2t_absolute")
     procs = {}
@@ -468,7 +469,7 @@ def test_papermill_cli_runs_every_notebook(tmp_path: Path) -> None:
             "--cwd",
             str(NOTEBOOK_DIR),
             "-k",
-            "python3",
+            "eagle3-forensics",
             "--no-progress-bar",
             "--execution-timeout",
             "240",
@@ -492,16 +493,6 @@ def test_papermill_cli_runs_every_notebook(tmp_path: Path) -> None:
 
 
 # -- widgets: the interactive layer and its static fallback --------------------------------------
-
-
-def test_frontend_detection(monkeypatch: pytest.MonkeyPatch) -> None:
-    from eagle3_forensics.views import widgets
-
-    assert widgets.headless_executor(os.getpid()) == "pytest"  # this process' own command line
-    monkeypatch.delenv(widgets.ENV_INTERACTIVE, raising=False)
-    assert widgets.interactive_frontend() is False  # no kernel here
-    monkeypatch.setenv(widgets.ENV_INTERACTIVE, "1")
-    assert widgets.interactive_frontend() is False  # forcing cannot conjure a kernel
 
 
 def test_explorers_static_and_interactive() -> None:
@@ -602,7 +593,7 @@ def test_explorer_callbacks_in_a_live_kernel(monkeypatch: pytest.MonkeyPatch) ->
 
     from jupyter_client.manager import start_new_kernel
 
-    monkeypatch.setenv("E3F_INTERACTIVE", "1")  # the kernel's parent is pytest, a headless executor
+    monkeypatch.setenv("E3F_INTERACTIVE", "1")  # a bare jupyter_client sends no cell metadata: headless
     monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     km, kc = start_new_kernel(
         kernel_name="python3", extra_arguments=["--IPKernelApp.log_level=CRITICAL"], cwd=str(NOTEBOOK_DIR)
