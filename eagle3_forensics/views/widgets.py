@@ -11,9 +11,10 @@ Each explorer is a thin ipywidgets layer over a pure data function of this modul
 An explorer returns an :class:`Explorer` display object. In an interactive kernel it shows the
 live widget; under papermill / nbconvert / a plain interpreter it shows the same content as static,
 escaped HTML (tables, figures as inline PNG), so reports never hold empty widget boxes. The mode
-is chosen by :func:`interactive_frontend`: ``$E3F_INTERACTIVE`` (``0``/``1``; the runner sets
-``0``) first, then whether an IPython kernel runs at all, then whether the kernel's parent
-process is a headless executor (papermill, nbclient, nbconvert, ...). Even in interactive mode
+is chosen by :func:`frontend` from facts, never from a name or a path: ``$E3F_INTERACTIVE``
+(``0``/``1``; the runner sets ``0``) first, then whether an IPython kernel runs at all, then
+whether a frontend asked for this cell (a jupyter_server session, or cell metadata on the request;
+papermill and nbconvert execute through nbclient, which sends neither). Even in interactive mode
 the display bundle carries the static HTML as a fallback for viewers without a widget manager.
 
 Every user-derived string goes through :func:`eagle3_forensics.views.html.esc` or an escaping
@@ -50,18 +51,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from eagle3_forensics.vocab.inputs import LoadedMapping
 
 ENV_INTERACTIVE = "E3F_INTERACTIVE"
-#: substrings of a kernel's parent command line that mean "executed headless, nobody is watching"
-HEADLESS_EXECUTORS = (
-    "papermill",
-    "nbclient",
-    "nbconvert",
-    "jupyter-execute",
-    "jupyter_execute",
-    "nbmake",
-    "pytest",
-    "eagle3_forensics",
-    "eagle3-forensics",
-)
 STATIC_NOTE = "static view: open the notebook in JupyterLab for the interactive explorer"
 MAX_ROWS = 400
 
@@ -69,42 +58,70 @@ MAX_ROWS = 400
 # -- which frontend ------------------------------------------------------------------------------
 
 
-def headless_executor(pid: int | None = None) -> str | None:
-    """The headless executor that started this kernel (from the parent's command line), or ``None``.
-
-    Best effort and Linux only (``/proc``): elsewhere it returns ``None``.
-    """
-    ppid = os.getppid() if pid is None else pid
-    try:
-        raw = Path(f"/proc/{ppid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    cmdline = raw.replace(b"\0", b" ").decode("utf-8", "replace").lower()
-    for name in HEADLESS_EXECUTORS:
-        if name in cmdline:
-            return name
-    return None
+#: jupyter_server (2.x, ``SessionManager.get_kernel_env``) starts a notebook's kernel with this
+#: variable; nbclient (papermill, nbconvert, nbmake) and a bare jupyter_client never set it
+SESSION_ENV = "JPY_SESSION_NAME"
 
 
-def interactive_frontend() -> bool:
-    """Whether widgets can be shown: an IPython kernel with a live frontend and ipywidgets installed.
+@dataclass(frozen=True)
+class Frontend:
+    """Whether explorers show live widgets here, and the fact that decided it."""
 
-    ``$E3F_INTERACTIVE`` forces the answer (``0``/``false`` or ``1``/``true``); the report runner
-    sets ``0``.
+    interactive: bool
+    reason: str
+
+
+def frontend() -> Frontend:
+    """Whether widgets can be shown, decided from facts about this kernel and who drives it.
+
+    In order: ``$E3F_INTERACTIVE`` (``0``/``false`` forces static, which the report runner sets;
+    ``1``/``true`` forces live where a kernel and ipywidgets exist); no IPython kernel (plain
+    Python, terminal IPython) or no ipywidgets: static; a kernel that jupyter_server started for a
+    notebook session (``$JPY_SESSION_NAME``: JupyterLab, Notebook 7, Voila): live; a frontend's
+    request (the running cell's ``execute_request`` carries cell metadata, as JupyterLab's and
+    VS Code's do, or a widget's ``comm_msg`` is being handled): live; otherwise static: nbclient,
+    which papermill and nbconvert execute through, sends ``execute_request`` without metadata
+    (nbclient 0.10 ``NotebookClient.async_execute_cell``). No directory name or command line is
+    consulted.
     """
     forced = os.environ.get(ENV_INTERACTIVE, "").strip().lower()
     if forced in ("0", "false", "no", "off"):
-        return False
+        return Frontend(False, f"${ENV_INTERACTIVE}={forced}")
     try:
         from IPython import get_ipython  # optional: IPython
     except ImportError:
-        return False
+        return Frontend(False, "no IPython")
     ip = get_ipython()
-    if ip is None or getattr(ip, "kernel", None) is None:  # plain python, terminal IPython
-        return False
-    if forced not in ("1", "true", "yes", "on") and headless_executor() is not None:
-        return False
-    return importlib.util.find_spec("ipywidgets") is not None
+    kernel = getattr(ip, "kernel", None) if ip is not None else None
+    if kernel is None:
+        return Frontend(False, "no Jupyter kernel")
+    if importlib.util.find_spec("ipywidgets") is None:
+        return Frontend(False, "ipywidgets is not installed")
+    if forced in ("1", "true", "yes", "on"):
+        return Frontend(True, f"${ENV_INTERACTIVE}={forced}")
+    if os.environ.get(SESSION_ENV):
+        return Frontend(True, "a jupyter_server notebook session")
+    parent = _parent_message(kernel)
+    msg_type = parent.get("header", {}).get("msg_type")
+    if msg_type == "comm_msg":
+        return Frontend(True, "a widget message from the frontend")
+    if msg_type == "execute_request" and parent.get("metadata"):
+        return Frontend(True, "a frontend's cell request")
+    return Frontend(False, "a headless executor (no notebook session, no cell metadata)")
+
+
+def _parent_message(kernel: Any) -> dict[str, Any]:
+    """The request the kernel is handling now (ipykernel >= 6), or ``{}``."""
+    try:
+        parent = kernel.get_parent("shell")
+    except (AttributeError, TypeError, LookupError):
+        return {}
+    return parent if isinstance(parent, dict) else {}
+
+
+def interactive_frontend() -> bool:
+    """Whether widgets can be shown here (:func:`frontend`)."""
+    return frontend().interactive
 
 
 class Explorer:
