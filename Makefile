@@ -53,6 +53,10 @@ browser: setup  ## Debian's chromium (apt-get, once) and Playwright for Python: 
 	@$(PY) -c "import playwright" 2>/dev/null || $(PY) -m pip install -q -c constraints.txt playwright
 	@$(PY) -c "import playwright.sync_api; print('playwright for Python: ok')"
 
+LAB_ARGS ?=
+lab: setup  ## JupyterLab on 127.0.0.1 in notebooks/ with the eagle3-forensics kernel; prints the URL with its token (LAB_ARGS="--port N")
+	$(PY) scripts/lab.py $(LAB_ARGS)
+
 lint: setup  ## ruff + mypy only
 	$(VENV)/bin/ruff check eagle3_forensics tests benchmarks scripts notebooks
 	$(VENV)/bin/ruff format --check eagle3_forensics tests benchmarks scripts notebooks
@@ -125,4 +129,4 @@ bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf reports build .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup data notebooks report test lint browser bench clean engine-env test-engine
+.PHONY: help setup data notebooks report test lint lab browser bench clean engine-env test-engine

@@ -1,0 +1,75 @@
+"""``make lab``: JupyterLab on 127.0.0.1 with the project's kernel, and live widgets whatever the path.
+
+The server is the one ``make lab`` starts (scripts/lab.py, :func:`lab_server.start_lab`), on a free
+port, serving a folder under ``…/eagle3-forensics/papermill/nbconvert/``: every name the old
+command-line substring test took for a headless executor is in the server's command line (the
+kernel's parent), and the kernel still decides "live" (a jupyter_server notebook session).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from lab_server import Lab, LabKernel, start_lab
+
+pytest.importorskip("jupyterlab")
+pytest.importorskip("ipywidgets")
+
+pytestmark = [pytest.mark.notebooks, pytest.mark.timeout(240)]
+
+ROOT = Path(__file__).resolve().parents[2]
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    folder = tmp_path_factory.mktemp("lab") / "eagle3-forensics" / "papermill" / "nbconvert"
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "notebooks" / "00_triage.ipynb", folder)  # a copy: the repository stays untouched
+    with start_lab(folder) as server:
+        yield server
+
+
+def test_make_lab_runs_scripts_lab() -> None:
+    out = subprocess.run(
+        ["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "scripts/lab.py" in out.stdout
+
+
+def test_make_lab_prints_a_url_that_answers_200(lab: Lab) -> None:
+    assert lab.url.startswith("http://127.0.0.1:") and "/lab/tree/00_triage.ipynb?token=" in lab.url
+    status, body = lab.get(lab.url.removeprefix(lab.base))
+    assert status == 200 and b"JupyterLab" in body
+    status, body = lab.get("/api/kernelspecs")
+    specs = json.loads(body)
+    assert specs["default"] == "eagle3-forensics" and "eagle3-forensics" in specs["kernelspecs"]
+
+
+def test_the_lab_kernel_shows_live_widgets_under_a_named_path(lab: Lab) -> None:
+    kernel = LabKernel(lab, "00_triage.ipynb")
+    try:
+        code = (
+            "import os, sys, ipywidgets\n"
+            "from eagle3_forensics.views.widgets import Explorer, frontend\n"
+            "parent = open(f'/proc/{os.getppid()}/cmdline', 'rb').read().decode()\n"
+            "print(all(n in parent for n in ('eagle3-forensics', 'papermill', 'nbconvert')), sys.executable)\n"
+            "print(frontend())\n"
+            "display(Explorer('probe', lambda: 'static', lambda: ipywidgets.Label('live')))\n"
+        )
+        # no cell metadata: the notebook session alone must decide
+        msgs = kernel.execute(code)
+        assert not [m["content"] for m in msgs if m["msg_type"] == "error"]
+        text = "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream")
+        assert text.splitlines()[0] == f"True {sys.executable}"  # the project's kernel: this interpreter
+        assert "interactive=True" in text and "jupyter_server notebook session" in text
+        shown = [m["content"]["data"] for m in msgs if m["msg_type"] == "display_data"]
+        assert len(shown) == 1 and WIDGET_VIEW in shown[0] and "text/html" in shown[0]
+    finally:
+        kernel.close()
