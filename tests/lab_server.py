@@ -19,7 +19,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,13 +59,16 @@ class Lab:
 
 
 @contextmanager
-def start_lab(notebooks: Path, cwd: Path | None = None, timeout: float = 120) -> Iterator[Lab]:
-    """``scripts/lab.py --port 0 --notebooks DIR``: the server ``make lab`` starts, on a free port."""
+def start_lab(
+    notebooks: Path, cwd: Path | None = None, extra: Sequence[str] = (), timeout: float = 120
+) -> Iterator[Lab]:
+    """``scripts/lab.py --port 0 --notebooks DIR [EXTRA...]``: the server ``make lab`` starts, on a
+    free port (``extra``: JupyterLab options, passed through)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
     env.pop("MPLBACKEND", None)  # ipykernel picks the inline backend only when it is unset
     env.pop("JUPYTER_TOKEN", None)
     proc = subprocess.Popen(
-        [sys.executable, str(LAB_SCRIPT), "--port", "0", "--notebooks", str(notebooks)],
+        [sys.executable, str(LAB_SCRIPT), "--port", "0", "--notebooks", str(notebooks), *extra],
         cwd=cwd or notebooks,
         env=env,
         stdout=subprocess.PIPE,

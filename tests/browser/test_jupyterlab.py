@@ -1,0 +1,149 @@
+"""The notebooks in a real JupyterLab, as a new user meets them: headless Chromium on ``make lab``.
+
+JupyterLab is what ``make lab`` starts (scripts/lab.py via :func:`lab_server.start_lab`), on a free
+loopback port, serving copies of the notebooks under ``…/eagle3-forensics/notebooks`` (the name
+the old substring test took for a headless executor) next to a ``data`` link to the demo world, so
+the repository's files are never touched. JupyterLab's own settings (no news fetch, every cell
+rendered into the page) live in a temporary settings folder. The browser may reach 127.0.0.1 only:
+any other request is aborted and recorded as an error.
+
+Per notebook: open it, Run All, wait for the kernel to go idle; no error output, no stderr output,
+every code cell ran on the project's kernel; the explorers are live widgets (not the static
+fallback), and answer when used; a screenshot goes to the test's ``tmp_path``. Skipped with the
+reason when Chromium or Playwright is missing (``make browser``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from jupyterlab_page import KEY_FILTER, TOKEN_QUERY, JupyterLabPage
+from lab_server import Lab, start_lab
+
+pytest.importorskip("jupyterlab")
+pytest.importorskip("ipywidgets")
+
+from eagle3_forensics.views.widgets import STATIC_NOTE
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Route
+
+pytestmark = pytest.mark.notebooks
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ("00_triage.ipynb", "04_accept_rate_probe.ipynb")
+#: JupyterLab user settings for a test: no request leaves the machine, every cell is in the DOM
+SETTINGS = {
+    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+    "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    base = tmp_path_factory.mktemp("jupyterlab") / "eagle3-forensics"
+    notebooks = base / "notebooks"
+    notebooks.mkdir(parents=True)
+    for name in NOTEBOOKS:  # copies: running and saving them never touches the repository
+        shutil.copy(ROOT / "notebooks" / name, notebooks)
+    (base / "data").symlink_to(ROOT / "data", target_is_directory=True)  # ../data/demo/... as in the repo
+    settings = base / "lab-settings"
+    for plugin, values in SETTINGS.items():
+        path = settings / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values), encoding="utf-8")
+    extra = [f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={base / 'workspaces'}"]
+    with start_lab(notebooks, extra=extra) as server:
+        yield server
+
+
+@pytest.fixture
+def jl(chromium: Browser, lab: Lab) -> Iterator[JupyterLabPage]:
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    out = JupyterLabPage(page, lab)
+
+    def loopback_only(route: Route) -> None:
+        if route.request.url.startswith(lab.base + "/"):
+            route.continue_()
+        else:
+            out.errors.append(f"request off the machine: {route.request.url}")
+            route.abort()
+
+    context.route("**/*", loopback_only)
+    page.on("pageerror", lambda exc: out.errors.append(f"exception: {exc}"))
+    page.on(
+        "console",
+        lambda msg: out.errors.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None,
+    )
+    try:
+        yield out
+    finally:
+        context.close()
+
+
+def run_clean(jl: JupyterLabPage, notebook: str) -> float:
+    """Open ``notebook``, Run All, and check the run: the project's kernel, every cell ran, no
+    error or stderr output, no browser error. Seconds Run All took."""
+    jl.open(notebook)
+    assert jl.kernel_name() == "eagle3-forensics (.venv)"
+    took = jl.run_all()
+    assert jl.problems() == [], jl.state()
+    assert jl.unrun_cells() == 0, jl.state()
+    assert jl.errors == [], jl.state()
+    return took
+
+
+@pytest.mark.timeout(420)
+def test_00_triage_runs_clean_with_live_explorers(jl: JupyterLabPage, tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    took = run_clean(jl, "00_triage.ipynb")
+    assert jl.live_widgets() >= 3  # the three explorers, rendered by the widget manager
+    assert STATIC_NOTE not in jl.text()  # not the static fallback, though the path says eagle3-forensics
+
+    keys = jl.explorer(KEY_FILTER)
+    before = jl.rows(keys)
+    assert before > 5
+    jl.type_into(KEY_FILTER, "self_attn")
+    after = jl.wait_rows(keys, before)
+    assert 0 < after < before
+    names = keys.locator("table tbody tr td:first-child").all_inner_texts()
+    assert len(names) == after == 4 and all("self_attn" in name for name in names), names
+
+    lookup = jl.explorer(TOKEN_QUERY)
+    shown = jl.rows(lookup)  # the most frequent corpus tokens
+    jl.type_into(TOKEN_QUERY, "d:3")  # draft id 3: what it is, and where each engine maps it
+    assert jl.wait_rows(lookup, shown) == 1
+    header = lookup.locator("table thead th").all_inner_texts()
+    row = lookup.locator("table tbody tr").first.locator("td").all_inner_texts()
+    cells = dict(zip(header[-len(row) :], row, strict=True))
+    assert cells["draft id"] == "3", cells
+
+    probe = jl.output_with("button:has-text('Run probe')")
+    jl.mark_stale(probe)  # the notebook's own probe result is shown until the new one replaces it
+    jl.click_button("Run probe")
+    jl.wait_fresh(probe, "img")  # the per-position figure of the new run
+    assert "acceptance length" in probe.inner_text()
+    assert jl.problems() == [] and jl.errors == [], jl.state()
+
+    shot = jl.screenshot(tmp_path / "00_triage.png", of=lookup)
+    assert shot.stat().st_size > 10_000
+    print(f"00_triage: Run All {took:.1f} s, whole test {time.monotonic() - t0:.1f} s, screenshot {shot}")
+
+
+@pytest.mark.timeout(420)
+def test_04_probe_runs_clean(jl: JupyterLabPage, tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    took = run_clean(jl, "04_accept_rate_probe.ipynb")
+    figures = jl.outputs("img")
+    assert figures.count() >= 1  # the per-position acceptance chart
+    shot = jl.screenshot(tmp_path / "04_accept_rate_probe.png", of=figures.first)
+    assert shot.stat().st_size > 10_000
+    print(f"04_accept_rate_probe: Run All {took:.1f} s, whole test {time.monotonic() - t0:.1f} s")
