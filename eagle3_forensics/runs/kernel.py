@@ -67,8 +67,10 @@ def kernel_env() -> dict[str, str]:
         spec_dir.mkdir(parents=True)
         text = json.dumps(kernelspec(display_name=f"eagle3-forensics ({sys.prefix})"), indent=1)
         (spec_dir / "kernel.json").write_text(text + "\n", encoding="utf-8")
-    current = os.environ.get("JUPYTER_PATH", "")
-    return {"JUPYTER_PATH": os.pathsep.join(p for p in (str(_private_dir), current) if p)}
+    current = [
+        p for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p and p != str(_private_dir)
+    ]
+    return {"JUPYTER_PATH": os.pathsep.join([str(_private_dir), *current])}
 
 
 __all__ = ["DISPLAY_NAME", "KERNEL_NAME", "installed_python", "kernel_env", "kernelspec"]
