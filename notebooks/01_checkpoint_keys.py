@@ -46,15 +46,12 @@ engine = "all"
 import importlib.util
 
 if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel without the package
-
-    class WrongKernel(Exception):
-        def _render_traceback_(self) -> list[str]:  # IPython shows this line instead of a traceback
-            return [str(self)]
-
-    raise WrongKernel(
+    wrong_kernel = ModuleNotFoundError(
         "this kernel lacks eagle3_forensics: choose Kernel › Change Kernel › eagle3-forensics"
         " (or open the notebooks with `make lab`)"
     )
+    wrong_kernel._render_traceback_ = [str(wrong_kernel)].copy  # type: ignore[attr-defined]  # IPython shows this one line
+    raise wrong_kernel
 from IPython.display import HTML
 
 from eagle3_forensics.checks.diagnose import diagnose, inspect_checkpoint

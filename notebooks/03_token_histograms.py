@@ -43,15 +43,12 @@ top_n = 20  # most frequent uncovered tokens to list
 import importlib.util
 
 if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel without the package
-
-    class WrongKernel(Exception):
-        def _render_traceback_(self) -> list[str]:  # IPython shows this line instead of a traceback
-            return [str(self)]
-
-    raise WrongKernel(
+    wrong_kernel = ModuleNotFoundError(
         "this kernel lacks eagle3_forensics: choose Kernel › Change Kernel › eagle3-forensics"
         " (or open the notebooks with `make lab`)"
     )
+    wrong_kernel._render_traceback_ = [str(wrong_kernel)].copy  # type: ignore[attr-defined]  # IPython shows this one line
+    raise wrong_kernel
 # %matplotlib inline
 from eagle3_forensics.runs.record import record
 from eagle3_forensics.views.plots import (

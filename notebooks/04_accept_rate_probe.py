@@ -54,15 +54,12 @@ server_engine = "vllm"
 import importlib.util
 
 if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel without the package
-
-    class WrongKernel(Exception):
-        def _render_traceback_(self) -> list[str]:  # IPython shows this line instead of a traceback
-            return [str(self)]
-
-    raise WrongKernel(
+    wrong_kernel = ModuleNotFoundError(
         "this kernel lacks eagle3_forensics: choose Kernel › Change Kernel › eagle3-forensics"
         " (or open the notebooks with `make lab`)"
     )
+    wrong_kernel._render_traceback_ = [str(wrong_kernel)].copy  # type: ignore[attr-defined]  # IPython shows this one line
+    raise wrong_kernel
 # %matplotlib inline
 from eagle3_forensics.probe.core import compare_variants, probe
 from eagle3_forensics.probe.server.core import server_vs_reference
