@@ -130,11 +130,13 @@ def time_papermill(job: Any, cwd: str, out: Path) -> tuple[float, float, float]:
     import papermill
 
     from eagle3_forensics.runs.execute import _env as env_block
+    from eagle3_forensics.runs.kernel import KERNEL_NAME, kernel_env
     from eagle3_forensics.runs.report import render_html
 
     executed = out / f"{job.notebook}.ipynb"
     with env_block(
         {
+            **kernel_env(),
             "E3F_INTERACTIVE": "0",
             "PYDEVD_DISABLE_FILE_VALIDATION": "1",
             "MPLBACKEND": None,
@@ -148,7 +150,7 @@ def time_papermill(job: Any, cwd: str, out: Path) -> tuple[float, float, float]:
             str(executed),
             parameters=job.parameters,
             cwd=cwd,
-            kernel_name="python3",
+            kernel_name=KERNEL_NAME,
             progress_bar=False,
             extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
             shutdown_kernel="immediate",
