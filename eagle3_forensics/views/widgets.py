@@ -13,8 +13,8 @@ live widget; under papermill / nbconvert / a plain interpreter it shows the same
 escaped HTML (tables, figures as inline PNG), so reports never hold empty widget boxes. The mode
 is chosen by :func:`frontend` from facts, never from a name or a path: ``$E3F_INTERACTIVE``
 (``0``/``1``; the runner sets ``0``) first, then whether an IPython kernel runs at all, then
-whether a frontend asked for this cell (a jupyter_server session, or cell metadata on the request;
-papermill and nbconvert execute through nbclient, which sends neither). Even in interactive mode
+whether a frontend asked for this cell (cell metadata on the request; papermill and nbconvert
+execute through nbclient, which sends none). Even in interactive mode
 the display bundle carries the static HTML as a fallback for viewers without a widget manager.
 
 Every user-derived string goes through :func:`eagle3_forensics.views.html.esc` or an escaping
@@ -59,7 +59,8 @@ MAX_ROWS = 400
 
 
 #: jupyter_server (2.x, ``SessionManager.get_kernel_env``) starts a notebook's kernel with this
-#: variable; nbclient (papermill, nbconvert, nbmake) and a bare jupyter_client never set it
+#: variable; nbclient (papermill, nbconvert, nbmake) and a bare jupyter_client never set it (a
+#: process started from such a kernel inherits it, hence the cell request decides first)
 SESSION_ENV = "JPY_SESSION_NAME"
 
 
@@ -76,13 +77,14 @@ def frontend() -> Frontend:
 
     In order: ``$E3F_INTERACTIVE`` (``0``/``false`` forces static, which the report runner sets;
     ``1``/``true`` forces live where a kernel and ipywidgets exist); no IPython kernel (plain
-    Python, terminal IPython) or no ipywidgets: static; a kernel that jupyter_server started for a
-    notebook session (``$JPY_SESSION_NAME``: JupyterLab, Notebook 7, Voila): live; a frontend's
-    request (the running cell's ``execute_request`` carries cell metadata, as JupyterLab's and
-    VS Code's do, or a widget's ``comm_msg`` is being handled): live; otherwise static: nbclient,
-    which papermill and nbconvert execute through, sends ``execute_request`` without metadata
-    (nbclient 0.10 ``NotebookClient.async_execute_cell``). No directory name or command line is
-    consulted.
+    Python, terminal IPython) or no ipywidgets: static. Then the request the kernel is handling: a
+    widget's ``comm_msg`` (a frontend with a widget manager is talking): live; an
+    ``execute_request`` with cell metadata (JupyterLab and Notebook 7 send ``cellId``, VS Code too):
+    live; one without (nbclient, which papermill and nbconvert execute through, sends none:
+    nbclient 0.10 ``NotebookClient.async_execute_cell``): static, even when a papermill run started
+    inside a JupyterLab kernel inherited that kernel's environment. With no request to go by (a
+    thread of its own): live in a kernel jupyter_server started for a notebook session
+    (``$JPY_SESSION_NAME``), else static. No directory name or command line is consulted.
     """
     forced = os.environ.get(ENV_INTERACTIVE, "").strip().lower()
     if forced in ("0", "false", "no", "off"):
@@ -99,15 +101,17 @@ def frontend() -> Frontend:
         return Frontend(False, "ipywidgets is not installed")
     if forced in ("1", "true", "yes", "on"):
         return Frontend(True, f"${ENV_INTERACTIVE}={forced}")
-    if os.environ.get(SESSION_ENV):
-        return Frontend(True, "a jupyter_server notebook session")
     parent = _parent_message(kernel)
     msg_type = parent.get("header", {}).get("msg_type")
     if msg_type == "comm_msg":
         return Frontend(True, "a widget message from the frontend")
-    if msg_type == "execute_request" and parent.get("metadata"):
-        return Frontend(True, "a frontend's cell request")
-    return Frontend(False, "a headless executor (no notebook session, no cell metadata)")
+    if msg_type == "execute_request":
+        if parent.get("metadata"):
+            return Frontend(True, "a frontend's cell request")
+        return Frontend(False, "a headless executor's cell request (no cell metadata)")
+    if os.environ.get(SESSION_ENV):
+        return Frontend(True, "a jupyter_server notebook session")
+    return Frontend(False, "no frontend request and no notebook session")
 
 
 def _parent_message(kernel: Any) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 The server is the one ``make lab`` starts (scripts/lab.py, :func:`lab_server.start_lab`), on a free
 port, serving a folder under ``…/eagle3-forensics/papermill/nbconvert/``: every name the old
 command-line substring test took for a headless executor is in the server's command line (the
-kernel's parent), and the kernel still decides "live" (a jupyter_server notebook session).
+kernel's parent), and a cell sent as JupyterLab sends it still gets the live widget, while
+papermill started from that very kernel (inheriting its environment) still gets static HTML.
 """
 
 from __future__ import annotations
@@ -20,11 +21,16 @@ from lab_server import Lab, LabKernel, start_lab
 
 pytest.importorskip("jupyterlab")
 pytest.importorskip("ipywidgets")
+nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("papermill")
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.timeout(240)]
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+#: the execute_request metadata JupyterLab 4 sends with every cell (CodeCell.execute adds cellId)
+JUPYTERLAB_CELL = {"deletedCells": [], "recordTiming": False, "cellId": "00-05"}
+EXPLORER = "Explorer('probe', lambda: 'static', lambda: ipywidgets.Label('live'))"
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +58,7 @@ def test_make_lab_prints_a_url_that_answers_200(lab: Lab) -> None:
     assert specs["default"] == "eagle3-forensics" and "eagle3-forensics" in specs["kernelspecs"]
 
 
-def test_the_lab_kernel_shows_live_widgets_under_a_named_path(lab: Lab) -> None:
+def test_the_lab_kernel_shows_live_widgets_under_a_named_path(lab: Lab, tmp_path: Path) -> None:
     kernel = LabKernel(lab, "00_triage.ipynb")
     try:
         code = (
@@ -60,16 +66,46 @@ def test_the_lab_kernel_shows_live_widgets_under_a_named_path(lab: Lab) -> None:
             "from eagle3_forensics.views.widgets import Explorer, frontend\n"
             "parent = open(f'/proc/{os.getppid()}/cmdline', 'rb').read().decode()\n"
             "print(all(n in parent for n in ('eagle3-forensics', 'papermill', 'nbconvert')), sys.executable)\n"
-            "print(frontend())\n"
-            "display(Explorer('probe', lambda: 'static', lambda: ipywidgets.Label('live')))\n"
+            "print(os.environ.get('JPY_SESSION_NAME', '').endswith('00_triage.ipynb'), frontend())\n"
+            f"display({EXPLORER})\n"
         )
-        # no cell metadata: the notebook session alone must decide
-        msgs = kernel.execute(code)
+        msgs = kernel.execute(code, metadata=JUPYTERLAB_CELL)
         assert not [m["content"] for m in msgs if m["msg_type"] == "error"]
         text = "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream")
-        assert text.splitlines()[0] == f"True {sys.executable}"  # the project's kernel: this interpreter
-        assert "interactive=True" in text and "jupyter_server notebook session" in text
+        first, second = text.splitlines()[:2]
+        assert (
+            first == f"True {sys.executable}"
+        )  # the old substring test said "headless"; the project's kernel
+        assert second.startswith("True ") and "interactive=True" in second  # a notebook session, live
         shown = [m["content"]["data"] for m in msgs if m["msg_type"] == "display_data"]
         assert len(shown) == 1 and WIDGET_VIEW in shown[0] and "text/html" in shown[0]
+
+        # papermill started from this kernel inherits its JPY_SESSION_NAME: still static
+        nb = tmp_path / "probe.ipynb"
+        nbformat.write(
+            nbformat.v4.new_notebook(
+                cells=[
+                    nbformat.v4.new_code_cell(
+                        "import ipywidgets\n"
+                        "from eagle3_forensics.views.widgets import Explorer, frontend\n"
+                        f"print(frontend())\ndisplay({EXPLORER})"
+                    )
+                ],
+                metadata={
+                    "kernelspec": {"name": "eagle3-forensics", "language": "python", "display_name": "e3f"}
+                },
+            ),
+            str(nb),
+        )
+        code = (
+            "import papermill, nbformat\n"
+            f"papermill.execute_notebook({str(nb)!r}, {str(tmp_path / 'out.ipynb')!r}, progress_bar=False,"
+            " kernel_name='eagle3-forensics', extra_arguments=['--IPKernelApp.log_level=CRITICAL'])\n"
+        )
+        msgs = kernel.execute(code, metadata=JUPYTERLAB_CELL)
+        assert not [m["content"] for m in msgs if m["msg_type"] == "error"]
+        outputs = nbformat.read(str(tmp_path / "out.ipynb"), as_version=4).cells[0].outputs
+        assert "interactive=False" in outputs[0]["text"] and "headless executor" in outputs[0]["text"]
+        assert WIDGET_VIEW not in outputs[1]["data"] and "static" in outputs[1]["data"]["text/html"]
     finally:
         kernel.close()
