@@ -20,6 +20,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,7 +120,9 @@ class LabKernel:
         self, code: str, metadata: dict[str, Any] | None = None, timeout: float = 120
     ) -> list[dict[str, Any]]:
         """Run ``code``; every iopub message it caused, up to the kernel going idle."""
-        return asyncio.run(self._execute(code, metadata or {}, timeout))
+        # a thread of its own: Playwright's sync API (the browser tier) keeps an event loop running here
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, self._execute(code, metadata or {}, timeout)).result()
 
     async def _execute(self, code: str, metadata: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
         from tornado.websocket import websocket_connect  # jupyter_server's own dependency
