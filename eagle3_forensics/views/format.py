@@ -117,7 +117,8 @@ def value(v: Any) -> str:
     if isinstance(v, Integral):
         return str(int(v))
     if isinstance(v, Real):
-        return number(v)
+        x = float(v)
+        return f"{x:.2g}" if 0 < abs(x) < 0.001 else number(x)  # a tiny share keeps its digits
     if isinstance(v, str):
         return readable(v)
     if isinstance(v, Mapping):
@@ -135,12 +136,16 @@ def _invisible(ch: str) -> bool:
 
 
 def readable(text: str) -> str:
-    """A string with every byte escape ``\\xNN`` as ``<0xNN>`` and control / invisible characters
-    spelled out (``\\n``, ``\\t``, ``<0x07>``, ``<U+200B>``), so no raw escape or hidden text shows."""
-    s = _BYTE_ESCAPE.sub(lambda m: f"<0x{m.group(1).upper()}>", text)
-    if s.isprintable():
-        return s
-    return "".join(_spell(ch) if _invisible(ch) else ch for ch in s)
+    """A string with control and invisible characters spelled out (``\\n``, ``\\t``, ``<0x07>``,
+    ``<U+200B>``), so no hidden or reordered text shows; everything else as written."""
+    if text.isprintable():
+        return text
+    return "".join(_spell(ch) if _invisible(ch) else ch for ch in text)
+
+
+def _bytes_readable(text: str) -> str:
+    """:func:`readable`, plus every byte escape ``\\xNN`` (a lone byte) as ``<0xNN>``."""
+    return readable(_BYTE_ESCAPE.sub(lambda m: f"<0x{m.group(1).upper()}>", text))
 
 
 def _spell(ch: str) -> str:
@@ -204,7 +209,7 @@ def token(text: Any, byte_level: bool = False, reason: str | None = None) -> str
     lead = len(s) - len(s.lstrip(" "))
     trail = len(s) - len(s.rstrip(" ")) if s.strip(" ") else 0
     core = s[lead : len(s) - trail] if trail else s[lead:]
-    return SPACE * lead + readable(core) + SPACE * trail
+    return SPACE * lead + _bytes_readable(core) + SPACE * trail
 
 
 def token_with_id(text: Any, token_id: int, byte_level: bool = False) -> str:
@@ -251,7 +256,19 @@ def index_means_something(df: pd.DataFrame) -> bool:
 
 def tidy(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` ready for a reader: the index a column only when it means something, every cell text
-    formatted by :func:`value` (so ``None``/``NaN`` -> ``–``, floats to 3 decimals, bytes readable)."""
+    formatted by :func:`value` (so ``None``/``NaN`` -> ``–``, floats to 3 decimals, invisible
+    characters spelled out); a column of ints that a missing value turned into floats shows ints."""
+    import pandas as pd  # optional: pandas
+
     out = df.reset_index() if index_means_something(df) else df.reset_index(drop=True)
     out.columns = [value(c) if not isinstance(c, str) else readable(c) for c in out.columns]
-    return out.astype(object).map(value) if len(out) else out.astype(object)
+    cols = []
+    for name in range(out.shape[1]):
+        col = out.iloc[:, name]
+        present = col.dropna()
+        if col.dtype.kind == "f" and len(present) < len(col) and (present == present.round()).all():
+            # ints that a missing value turned into floats: shown as ints again
+            cols.append(col.astype(object).map(lambda x: value(x if is_missing(x) else int(x))))
+        else:
+            cols.append(col.astype(object).map(value))
+    return pd.concat(cols, axis=1) if cols else out.astype(object)

@@ -15,10 +15,12 @@ from __future__ import annotations
 import html
 import json
 import unicodedata
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from eagle3_forensics.engines import split_spec
 from eagle3_forensics.errors import BadArgumentsError
+from eagle3_forensics.views.format import MISSING, tidy
 from eagle3_forensics.views.text import human_bytes as _human_bytes
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -204,19 +206,58 @@ def findings_table(diagnosis: Diagnosis) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["severity", "code", "engine", "message", "evidence", "fix"])
 
 
+#: a table taller or wider than this box scrolls inside it, header row kept in view (CSS only: no script)
+TABLE_BOX = "max-height:36em;max-width:100%;overflow:auto;margin:0.3em 0"
+_STICKY_TH = "position:sticky;top:0;z-index:1;background:var(--jp-layout-color0, #fff)"
+
+
 def table_html(df: pd.DataFrame) -> str:
-    """``df`` as an HTML table with every cell and header escaped, all rows shown."""
-    return str(
-        df.to_html(
+    """``df`` as an HTML table a reader can read: every cell and header escaped, values formatted by
+    :func:`eagle3_forensics.views.format.tidy` (``–`` for missing, no meaningless index), all rows
+    shown, inside a bounded box that scrolls both ways with the header row sticky."""
+    inner = str(
+        tidy(df).to_html(
             escape=True,
             index=False,
             border=0,
             classes=_TABLE_CLASSES,
             max_rows=None,
             max_cols=None,
-            na_rep="",
+            na_rep=MISSING,
         )
     )
+    head, sep, body = inner.partition("</thead>")  # escaped cells hold no "<th>": only pandas' own tags
+    if sep:
+        inner = head.replace("<th>", f'<th style="{_STICKY_TH}">') + sep + body
+    return f'<div class="e3f-table-box" style="{TABLE_BOX}">{inner}</div>'
+
+
+@lru_cache(maxsize=1)
+def _shown_frame() -> type:
+    import pandas as pd  # optional: pandas
+
+    class ShownFrame(pd.DataFrame):
+        """A DataFrame that a notebook renders as :func:`table_html` does (``–`` for missing, no
+        meaningless index, a bounded scrolling box), so a cell that just returns it reads well."""
+
+        @property
+        def _constructor(self) -> type:
+            return ShownFrame
+
+        def _repr_html_(self) -> str:
+            return "<p><em>(no rows)</em></p>" if self.empty else table_html(self)
+
+        def __repr__(self) -> str:
+            return "(no rows)" if self.empty else str(tidy(self).to_string(index=False))
+
+    return ShownFrame
+
+
+def shown(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (same data, same DataFrame API) displayed in a notebook like :func:`show_table`."""
+    out: pd.DataFrame = _shown_frame()(df)
+    out.attrs.update(df.attrs)
+    return out
 
 
 def show_table(df: pd.DataFrame) -> HTML:

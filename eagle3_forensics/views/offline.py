@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eagle3_forensics.io.dumps.layouts import LAYOUTS
+from eagle3_forensics.views import format as fmt
 from eagle3_forensics.views.text import human_bytes, render_finding
 
 if TYPE_CHECKING:
@@ -140,7 +141,9 @@ def layouts_table() -> Any:
             "trainer": lay.trainer,
             "versions": lay.versions,
             "keys": lay.keys,
-            "last hidden": {"post": "after final norm", "pre": "before final norm", None: "—"}[lay.last_norm],
+            "last hidden": {"post": "after final norm", "pre": "before final norm", None: fmt.MISSING}[
+                lay.last_norm
+            ],
             "EAGLE-3 probe": "yes" if lay.eagle3 else f"no: {lay.problem}",
         }
         for lay in LAYOUTS.values()
@@ -194,26 +197,23 @@ def offline_summary_table(r: OfflineProbeResult) -> Any:
     tf = r.teacher_forced
     norm = d["teacher"].get("final_norm") or {}
     rows = [
-        ("simulated acceptance length", None if tf is None else round(tf.simulated_acceptance_length, 4)),
-        ("positions scored", None if tf is None else tf.positions),
+        (
+            "simulated acceptance length",
+            fmt.acceptance_length(None if tf is None else tf.simulated_acceptance_length, "not scored"),
+        ),
+        ("positions scored", fmt.number(None if tf is None else tf.positions, reason="not scored")),
         ("samples used / files", f"{d['samples']['used']} / {d['samples']['files']}"),
         ("teacher", d["teacher"]["description"]),
         (
             "final norm",
             f"{'applied' if norm.get('applied') else 'not applied'} ({norm.get('decided_by')})"
             if norm
-            else "—",
+            else fmt.missing("no teacher norm"),
         ),
-        (
-            "data = target's greedy text",
-            None if d["greedy_agreement"] is None else f"{d['greedy_agreement']:.1%}",
-        ),
-        (
-            "teachers outside the draft vocabulary",
-            None if d["out_of_draft_vocabulary"] is None else f"{d['out_of_draft_vocabulary']:.1%}",
-        ),
+        ("data = target's greedy text", fmt.percent(d["greedy_agreement"], reason="not checked")),
+        ("teachers outside the draft vocabulary", fmt.percent(d["out_of_draft_vocabulary"], reason="no map")),
         ("engine view", d["engine"]),
-        ("aux ids (HF)", str(None if tf is None else tf.aux_ids)),
+        ("aux ids (HF)", fmt.missing("not scored") if tf is None else fmt.value(list(tf.aux_ids))),
     ]
     return pd.DataFrame(rows, columns=["metric", "value"])
 
@@ -344,8 +344,8 @@ def worst_samples_table(r: OfflineProbeResult, tokenizer: str | Path | None = No
         row = {
             "file": w["file"],
             "positions": w["positions"],
-            "step-0 accuracy": w["step0_accuracy"],
-            "simulated AL": w["simulated_acceptance_length"],
+            "step-0 accuracy": fmt.rate(w["step0_accuracy"]),
+            "simulated AL": fmt.acceptance_length(w["simulated_acceptance_length"]),
         }
         try:
             s = load_worst_sample(r, i)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from eagle3_forensics.probe.teacher_forced import CONVENTIONS
+from eagle3_forensics.views import format as fmt
+from eagle3_forensics.views.html import esc
 
 if TYPE_CHECKING:
     from eagle3_forensics.probe.core import ProbeResult
@@ -81,28 +83,38 @@ def summary_table(r: ProbeResult) -> Any:
 
     tf = r.teacher_forced
     rows = [
-        ("acceptance length (live)", r.acceptance_length, CONVENTIONS["acceptance_length"]),
+        (
+            "acceptance length (live)",
+            fmt.acceptance_length(r.acceptance_length),
+            CONVENTIONS["acceptance_length"],
+        ),
         (
             "simulated acceptance length (teacher-forced)",
-            None if tf is None else tf.simulated_acceptance_length,
+            fmt.acceptance_length(
+                None if tf is None else tf.simulated_acceptance_length, "teacher-forced estimate not run"
+            ),
             CONVENTIONS["teacher_forced.simulated_acceptance_length"],
         ),
-        ("mean accepted drafts", r.mean_accepted_drafts, CONVENTIONS["mean_accepted_drafts"]),
-        ("acceptance rate", r.acceptance_rate, CONVENTIONS["acceptance_rate"]),
-        ("drafts (verify steps)", r.live.num_drafts, "vLLM num_drafts"),
+        ("mean accepted drafts", fmt.number(r.mean_accepted_drafts, 2), CONVENTIONS["mean_accepted_drafts"]),
+        ("acceptance rate", fmt.rate(r.acceptance_rate), CONVENTIONS["acceptance_rate"]),
+        ("drafts (verify steps)", fmt.number(r.live.num_drafts), "vLLM num_drafts"),
         (
             "drafted / accepted tokens",
             f"{r.live.drafted} / {r.live.accepted}",
             "vLLM num_draft_tokens / num_accepted_tokens",
         ),
-        ("lossless", r.lossless, "committed tokens == plain greedy decoding of the target, every prompt"),
+        (
+            "lossless",
+            fmt.yes_no(r.lossless),
+            "committed tokens == plain greedy decoding of the target, every prompt",
+        ),
         (
             "tokens/s speculative",
-            r.tokens_per_s,
+            fmt.speed(r.tokens_per_s),
             f"{r.device} ({r.dtype}), new tokens / wall time incl. prefill",
         ),
-        ("tokens/s plain greedy", r.greedy_tokens_per_s, "same target, prompts and device"),
-        ("speedup", r.speedup_vs_greedy, "speculative / greedy tokens per second"),
+        ("tokens/s plain greedy", fmt.speed(r.greedy_tokens_per_s), "same target, prompts and device"),
+        ("speedup", fmt.ratio(r.speedup_vs_greedy), "speculative / greedy tokens per second"),
     ]
     return pd.DataFrame(rows, columns=["metric", "value", "convention"])
 
@@ -124,6 +136,33 @@ def per_position_table(r: ProbeResult) -> Any:
     return pd.DataFrame(data)
 
 
+def nothing_accepted(r: ProbeResult) -> bool:
+    """Whether no draft token was accepted at any position (live, and teacher-forced when run)."""
+    series = [r.per_position_cumulative, r.per_position_conditional]
+    if r.teacher_forced is not None:
+        series.append(r.teacher_forced.cumulative)
+    return all(not x for values in series for x in values)
+
+
+def empty_chart_text(r: ProbeResult) -> str:
+    """What the per-position chart would show when :func:`nothing_accepted`, in words."""
+    return (
+        f"No per-position chart: no draft token was accepted at any of the {r.k} positions "
+        f"(acceptance length {fmt.acceptance_length(r.acceptance_length)}, {r.live.accepted} of "
+        f"{r.live.drafted} drafted tokens accepted, {r.engine} view)."
+    )
+
+
+def acceptance_chart(r: ProbeResult) -> Any:
+    """The per-position chart (:func:`per_position_figure`), or, when nothing was accepted, a line
+    saying so (an ``IPython.display.HTML``): an empty frame with a legend tells a reader nothing."""
+    if nothing_accepted(r):
+        from IPython.display import HTML  # optional: notebooks only
+
+        return HTML(f'<p class="e3f-empty-chart" style="color:#555"><em>{esc(empty_chart_text(r))}</em></p>')
+    return per_position_figure(r)
+
+
 def per_position_figure(r: ProbeResult) -> Any:
     """Bars of per-position acceptance: live cumulative and conditional, teacher-forced cumulative."""
     from matplotlib.figure import Figure  # optional: notebooks only
@@ -142,7 +181,7 @@ def per_position_figure(r: ProbeResult) -> Any:
     ax.set_xticks([i + width * (len(series) - 1) / 2 for i in range(r.k)], [f"draft {i}" for i in range(r.k)])
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("acceptance")
-    ax.set_title(f"K={r.k}: acceptance length {r.acceptance_length:.2f} ({r.engine} view)")
+    ax.set_title(f"K={r.k}: acceptance length {fmt.acceptance_length(r.acceptance_length)} ({r.engine} view)")
     ax.legend(fontsize=8, loc="lower left")
     return fig
 
@@ -158,9 +197,11 @@ def aux_sweep_table(r: ProbeResult) -> Any:
         rows.append(
             {
                 "offset": f"{off:+d}",
-                "aux ids (HF)": None if res is None else str(res.aux_ids),
-                "simulated acceptance length": None if res is None else res.simulated_acceptance_length,
-                "step-0 accuracy": None if res is None else res.accuracy[0],
+                "aux ids (HF)": fmt.missing("not scored") if res is None else fmt.value(list(res.aux_ids)),
+                "simulated acceptance length": fmt.acceptance_length(
+                    None if res is None else res.simulated_acceptance_length, "not scored"
+                ),
+                "step-0 accuracy": fmt.rate(None if res is None else res.accuracy[0], "not scored"),
                 "best": "◀" if off == sw.best_offset else "",
             }
         )
@@ -187,20 +228,28 @@ def view_table(r: ProbeResult) -> Any:
     import pandas as pd  # optional: notebooks only
 
     v = r.view or {}
+    unfilled = list(v.get("unfilled", []))
+    flags = v.get("flags")
+    flag_rows = (
+        [(f"norm flag {k}", val) for k, val in fmt.flags_table(flags).itertuples(index=False)]
+        if isinstance(flags, dict) and flags
+        else [("norm flags", fmt.value(flags))]
+    )
+    shown = ", ".join(unfilled[:6]) + (f", … ({len(unfilled) - 6} more)" if len(unfilled) > 6 else "")
     rows = [
-        ("engine view", v.get("engine")),
-        ("revision", v.get("revision")),
-        ("format family", v.get("family")),
-        ("aux ids (HF index)", str(v.get("aux_ids_hf"))),
-        ("aux ids from", v.get("aux_source")),
-        ("norm flags", str(v.get("flags"))),
-        ("d2t", v.get("d2t_source")),
-        ("from the target", ", ".join(v.get("from_target", [])) or "—"),
+        ("engine view", fmt.value(v.get("engine"))),
+        ("revision", fmt.value(v.get("revision"))),
+        ("format family", fmt.value(v.get("family"))),
+        ("aux ids (HF index)", fmt.value(v.get("aux_ids_hf"))),
+        ("aux ids from", fmt.value(v.get("aux_source"))),
+        *flag_rows,
+        ("d2t", fmt.value(v.get("d2t_source"))),
+        ("from the target", ", ".join(v.get("from_target", [])) or fmt.missing("nothing")),
         (
             "never loaded (uninitialised)",
-            f"{len(v.get('unfilled', []))}: " + ", ".join(v.get("unfilled", [])[:6]),
+            f"{len(unfilled)}: {shown}" if unfilled else "none: every parameter is loaded",
         ),
-        ("checkpoint keys not used", ", ".join(v.get("ignored_keys", [])[:8]) or "—"),
+        ("checkpoint keys not used", ", ".join(v.get("ignored_keys", [])[:8]) or fmt.missing("none")),
     ]
     return pd.DataFrame(rows, columns=["", "value"])
 

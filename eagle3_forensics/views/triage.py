@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from eagle3_forensics.checks.diagnose import diagnose, inspect_checkpoint
 from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.views import format as fmt
 from eagle3_forensics.views.html import (
     SEVERITY_BACKGROUNDS,
     SEVERITY_COLOURS,
@@ -176,14 +177,15 @@ def acceptance_html(t: Triage) -> str:
         [
             (
                 "acceptance length",
-                round(r.acceptance_length, 3),
+                fmt.acceptance_length(r.acceptance_length),
                 "vLLM: 1 + accepted / num_drafts (incl. bonus)",
             ),
-            ("acceptance rate", round(r.acceptance_rate, 3), "accepted / drafted"),
-            ("lossless", r.lossless, "committed tokens == plain greedy decoding"),
+            ("acceptance rate", fmt.rate(r.acceptance_rate), "accepted / drafted"),
+            ("lossless", fmt.yes_no(r.lossless), "committed tokens == plain greedy decoding"),
+            ("tokens/s speculative", fmt.speed(r.tokens_per_s), f"{r.device} ({r.dtype})"),
             (
                 "speedup vs greedy",
-                None if r.speedup_vs_greedy is None else round(r.speedup_vs_greedy, 2),
+                fmt.ratio(r.speedup_vs_greedy, "greedy not timed"),
                 f"{r.device}, tokens per second",
             ),
         ],
@@ -192,17 +194,18 @@ def acceptance_html(t: Triage) -> str:
     per_pos = pd.DataFrame(
         {
             "draft position": list(range(r.k)),
-            "cumulative (vLLM)": [round(x, 3) for x in r.per_position_cumulative],
-            "conditional": [round(x, 3) for x in r.per_position_conditional],
+            "cumulative (vLLM)": [fmt.rate(x) for x in r.per_position_cumulative],
+            "conditional": [fmt.rate(x) for x in r.per_position_conditional],
         }
     )
     return note + table_html(head) + table_html(per_pos)
 
 
 def acceptance_figure(t: Triage) -> Any:
-    """Per-position acceptance bars, or ``None`` when there is no probe."""
+    """Per-position acceptance bars; when nothing was accepted, a line saying so instead of an empty
+    frame (:func:`eagle3_forensics.views.probe.acceptance_chart`); ``None`` when there is no probe."""
     if t.probe is None:
         return None
-    from eagle3_forensics.views.probe import per_position_figure  # heavy: torch
+    from eagle3_forensics.views.probe import acceptance_chart  # heavy: torch
 
-    return per_position_figure(t.probe)
+    return acceptance_chart(t.probe)

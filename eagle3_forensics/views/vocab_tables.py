@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from eagle3_forensics.views import format as fmt
+from eagle3_forensics.views.html import shown
 from eagle3_forensics.vocab.coverage import TOKEN_CLASSES, CoverageReport, TokenTable
 from eagle3_forensics.vocab.mapping import (
     TIE_BREAKS,
@@ -25,20 +27,26 @@ from eagle3_forensics.vocab.mapping import (
 
 
 def _frame(rows: list[dict[str, Any]] | dict[str, Any], columns: list[str] | None = None) -> Any:
+    """A frame that a notebook cell shows like :func:`~eagle3_forensics.views.html.show_table`
+    (values per :mod:`eagle3_forensics.views.format`: ``–`` for missing, no row numbers)."""
     import pandas as pd  # optional: pandas
 
     if isinstance(rows, dict):
-        return pd.DataFrame(
-            {"value": [_cell(v) for v in rows.values()]}, index=pd.Index(list(rows), name="field")
+        return shown(
+            pd.DataFrame(
+                {"value": [_cell(v) for v in rows.values()]}, index=pd.Index(list(rows), name="field")
+            )
         )
-    return pd.DataFrame([{k: _cell(v) for k, v in r.items()} for r in rows], columns=columns, dtype=object)
+    return shown(
+        pd.DataFrame([{k: _cell(v) for k, v in r.items()} for r in rows], columns=columns, dtype=object)
+    )
 
 
 def _cell(v: Any) -> Any:
     if isinstance(v, float):
         return round(v, 6)
     if isinstance(v, (list, tuple, dict)):
-        return str(v)
+        return fmt.value(v)
     return v
 
 
@@ -158,6 +166,8 @@ def build_table(mapping: VocabMapping) -> Any:
     """A map built from token counts: sizes, counted tokens, coverage, padding, fingerprint."""
     rows = mapping.summary()
     rows["tie_break"] = f"{mapping.tie_break}: {TIE_BREAKS.get(mapping.tie_break, '')}"
+    if mapping.padding_note:
+        rows["note"] = mapping.padding_note  # one line here, not a VocabPaddingWarning in the notebook
     return _frame(rows)
 
 
@@ -180,7 +190,7 @@ def comparison_table(cmp: MappingComparison) -> Any:
             ["ids in common", "jaccard", "ids only here", "same selection", "d2t tensors equal"], name="field"
         ),
     )
-    return pd.concat([frame, extra]).astype(str)
+    return shown(pd.concat([frame, extra]).astype(object))
 
 
 def only_ids_table(
@@ -194,12 +204,12 @@ def only_ids_table(
         for i in picked[:limit].tolist():
             row: dict[str, Any] = {"side": side, "target id": i}
             if tokens is not None:
-                row.update({"text": repr(tokens.text(i)), "class": tokens.class_of(i)})
+                row.update({"token": fmt.token(tokens.text(i)), "class": tokens.class_of(i)})
             if c is not None:
                 row["corpus count"] = int(c[i])
             rows.append(row)
     return _frame(
-        rows, ["side", "target id", "text", "class", "corpus count"] if rows else ["side", "target id"]
+        rows, ["side", "target id", "token", "class", "corpus count"] if rows else ["side", "target id"]
     )
 
 
@@ -220,7 +230,7 @@ def coverage_table(*reports: CoverageReport) -> Any:
             "distinct ids covered": r.distinct_covered,
             "draft ids never seen in corpus": r.selected_unseen,
         }
-    return pd.DataFrame(cols).rename_axis("field").astype(str)
+    return shown(pd.DataFrame(cols).rename_axis("field").astype(object))
 
 
 def class_table(report: CoverageReport) -> Any:
@@ -242,8 +252,11 @@ def class_table(report: CoverageReport) -> Any:
 
 def uncovered_table(report: CoverageReport) -> Any:
     """The most frequent tokens outside the draft vocabulary, with their strings."""
-    rows = [{**r, "text": repr(r["text"]) if "text" in r else None} for r in report.top_uncovered]
-    return _frame(rows, ["id", "count", "share", "token", "text", "class"])
+    rows = [
+        {**r, "token": fmt.token(r["text"]) if "text" in r else fmt.missing("no tokenizer")}
+        for r in report.top_uncovered
+    ]
+    return _frame(rows, ["id", "token", "count", "share", "class"])
 
 
 def counts_table(counts: TokenCounts) -> Any:

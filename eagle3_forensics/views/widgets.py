@@ -38,6 +38,7 @@ import numpy as np
 from eagle3_forensics.checks.diagnose import Diagnosis, diagnose, inspect_checkpoint
 from eagle3_forensics.engines.simulate import ACTIONS
 from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.views import format as fmt
 from eagle3_forensics.views.html import esc, table_html, visible
 from eagle3_forensics.vocab.coverage import corpus_counts, token_table
 from eagle3_forensics.vocab.inputs import load_mapping, load_tokenizer
@@ -362,44 +363,74 @@ class TokenLookup:
         return []
 
     def rows(self, queries: Sequence[str | int]) -> list[dict[str, Any]]:
+        """One row per distinct target id each query names (a string of several tokens gives each
+        token once; :meth:`tokenisation` tells the whole split)."""
         out = []
         for q in queries:
             try:
                 found = self.resolve(q)
             except ValueError as exc:
-                out.append({"query": visible(repr(q)), "target id": None, "note": visible(exc)})
+                out.append({"query": _query_text(q), "target id": None, "note": visible(exc)})
                 continue
             if not found:
-                out.append({"query": visible(repr(q)), "target id": None, "note": "no such token"})
-            for t, d in found:
+                out.append({"query": _query_text(q), "target id": None, "note": "no such token"})
+            for t, d in dict.fromkeys(found):
                 out.append(self.row(t, query=q, draft=d))
         return out
+
+    def tokenisation(self, query: str | int) -> str | None:
+        """For a string the tokenizer splits into several tokens, that split on one line
+        (``"zzzqqq" → 6 tokens: z · z · z · q · q · q``); else ``None``."""
+        if not isinstance(query, str):
+            return None
+        try:
+            found = self.resolve(query)
+        except ValueError:
+            return None
+        if len(found) < 2 or self.tokens is None:
+            return None
+        pieces = " · ".join(self._token_text(t) for t, _ in found)
+        return f"{_query_text(query)} → {len(found)} tokens: {pieces}"
+
+    def _token_text(self, t: int) -> str:
+        """The readable token of target id ``t``, or why there is none."""
+        vocab = self.mapping.target_vocab_size
+        if vocab is not None and not 0 <= t < vocab:
+            return fmt.out_of_range(vocab)
+        if self.tokens is None:
+            return fmt.missing("no tokenizer")
+        if self.tokens.token(t) is None:
+            return fmt.missing("beyond the tokenizer")
+        return fmt.token(self.tokens.text(t))
 
     def row(self, target_id: int, query: str | int | None = None, draft: int | None = None) -> dict[str, Any]:
         t = int(target_id)
         i = draft if draft is not None else self.draft_id(t)
-        row: dict[str, Any] = {"query": visible(repr(query if query is not None else t)), "target id": t}
+        row: dict[str, Any] = {"query": _query_text(query if query is not None else t), "target id": t}
+        vocab = self.mapping.target_vocab_size
+        if self.tokens is not None or (vocab is not None and not 0 <= t < vocab):
+            row["token"] = self._token_text(t)
         if self.tokens is not None:
-            tok = self.tokens.token(t)
-            row["token"] = visible(repr(tok)) if tok is not None else "(beyond the tokenizer)"
-            row["text"] = visible(repr(self.tokens.text(t)))
             row["class"] = self.tokens.class_of(t)
         if self.counts is not None:
             total = int(self.counts.sum())
             n = int(self.counts[t]) if 0 <= t < self.counts.shape[0] else 0
             row["corpus count"] = n
-            row["corpus share"] = round(n / total, 6) if total else None
-        row["draft id"] = "—" if i is None else i
+            row["corpus share"] = fmt.percent(n / total, 2) if total else fmt.missing("empty corpus")
+        row["draft id"] = fmt.MISSING if i is None else i
         d2t = self.mapping.d2t
         if i is not None and d2t is not None and i < int(d2t.numel()):
             row["stored d2t[i]"] = int(d2t.reshape(-1)[i])
             row["offset needed"] = t - i
         else:
-            row["stored d2t[i]"] = "—"
-            row["offset needed"] = "—" if i is None else t - i
+            row["stored d2t[i]"] = fmt.MISSING
+            row["offset needed"] = fmt.MISSING if i is None else t - i
         for em in self.engines:
             row[em.engine] = self._engine_cell(em, t, i)
-        row["note"] = "not in the draft vocabulary: no engine can propose it" if i is None else ""
+        if vocab is not None and not 0 <= t < vocab:
+            row["note"] = f"target id {t} is beyond the target vocabulary ({vocab} ids)"
+        else:
+            row["note"] = "not in the draft vocabulary: no engine can propose it" if i is None else ""
         return row
 
     def _engine_cell(self, em: EngineMap, t: int, i: int | None) -> str:
@@ -420,9 +451,10 @@ class TokenLookup:
         return "never proposed"
 
     def _tok(self, t: int) -> str:
-        if self.tokens is None:
+        vocab = self.mapping.target_vocab_size
+        if self.tokens is None and (vocab is None or 0 <= t < vocab):
             return ""
-        return f" {visible(repr(self.tokens.text(t)))}"
+        return f" {self._token_text(t)}"
 
     def table(self, queries: Sequence[str | int]) -> pd.DataFrame:
         import pandas as pd  # optional: pandas
@@ -518,8 +550,22 @@ def token_lookup_data(
     return TokenLookup(m, sel, source, tokens, counts, engines, tokenizer)
 
 
+def _query_text(q: str | int | None) -> str:
+    """A query as typed, in quotes, with its spaces and invisible characters shown."""
+    if isinstance(q, str) and not re.fullmatch(r"\s*(?:(?:d|draft)\s*:\s*)?\d+\s*", q):
+        return f'"{fmt.readable(q)}"'
+    return fmt.value(q)
+
+
 def _lookup_html(data: TokenLookup, queries: Sequence[str | int]) -> str:
-    return data.summary_html() + table_html(data.table(queries))
+    """The summary, the tokenisation of each query that splits into several tokens, then one row
+    per distinct token."""
+    notes = "".join(
+        f'<p class="e3f-tokenisation"><code>{esc(line)}</code></p>'
+        for line in dict.fromkeys(data.tokenisation(q) for q in queries)
+        if line
+    )
+    return data.summary_html() + notes + table_html(data.table(queries))
 
 
 def token_lookup(
@@ -575,18 +621,34 @@ def token_lookup(
 
 
 def probe_html(result: ProbeResult) -> str:
-    """A probe result as static HTML: headline table, per-position table and figure."""
+    """A probe result as static HTML: headline table, per-position table and figure (or, when no
+    draft token was accepted, a line saying so instead of an empty chart)."""
     from eagle3_forensics.views.probe import (  # heavy: torch
+        empty_chart_text,
+        nothing_accepted,
         per_position_figure,
         per_position_table,
         summary_table,
     )
 
-    fig = per_position_figure(result)
+    chart = (
+        _note(empty_chart_text(result))
+        if nothing_accepted(result)
+        else figure_html(per_position_figure(result), "per-position acceptance")
+    )
+    return table_html(summary_table(result)) + table_html(per_position_table(result)) + chart
+
+
+def probe_line(result: ProbeResult | None, why: str = "not run") -> str:
+    """The probe run with the notebook's values, on one line (its tables and chart are in the
+    notebook already: the explorer does not draw them a second time)."""
+    if result is None:
+        return _note(f"probe {why}")
+    per_pos = " / ".join(fmt.rate(x) for x in result.per_position_cumulative)
     return (
-        table_html(summary_table(result))
-        + table_html(per_position_table(result))
-        + figure_html(fig, "per-position acceptance")
+        f"<p>With these values: acceptance length <b>{fmt.acceptance_length(result.acceptance_length)}</b>, "
+        f"per-position acceptance (cumulative) {esc(per_pos)}, lossless {fmt.yes_no(result.lossless)}, "
+        f"{esc(fmt.speed(result.tokens_per_s))} ({result.prompts} prompts, {esc(result.device)}).</p>"
     )
 
 
@@ -618,20 +680,12 @@ def probe_controls(
                 ("prompts (the first n)", max_prompts),
                 ("engine view", engine),
                 ("device", device),
-                ("prompts file", visible(prompts)),
+                ("prompts file", fmt.missing("none given") if prompts is None else visible(prompts)),
             ],
             columns=["control", "value"],
         )
-        if result is None:
-            why = "no target or prompts given" if target is None or prompts is None else "not run"
-            last = _note(f"probe {why}")
-        else:
-            per_pos = " / ".join(f"{x:.3f}" for x in result.per_position_cumulative)
-            last = (
-                f"<p>With these values: acceptance length <b>{result.acceptance_length:.3f}</b>, per-position "
-                f"acceptance (cumulative) {esc(per_pos)}, lossless {esc(result.lossless)} "
-                f"({result.prompts} prompts, {esc(result.device)}).</p>"
-            )
+        why = "no target or prompts given" if target is None or prompts is None else "not run"
+        last = probe_line(result, why)
         return table_html(controls) + last + _note(STATIC_NOTE)
 
     def build() -> Any:
@@ -647,9 +701,9 @@ def probe_controls(
         dev = w.Dropdown(options=["auto", "cpu", "cuda"], value=device, description="device")
         run = w.Button(description="Run probe", button_style="primary")
         out = w.Output()
-        if result is not None:
-            with out:
-                display(HTML(probe_html(result)))
+        with out:  # the notebook's own run, in one line: its tables and chart are shown above it
+            why = "no target or prompts given" if target is None or prompts is None else "not run"
+            display(HTML(probe_line(result, why) + _note("change the controls and press Run probe")))
 
         def go(_button: Any) -> None:
             from eagle3_forensics.probe.core import probe, read_prompts  # heavy: torch, transformers

@@ -364,6 +364,14 @@ class VocabPaddingWarning(UserWarning):
     """Fewer distinct ids were counted than the draft vocabulary holds; the map was padded."""
 
 
+def padding_note(distinct: int, draft_vocab_size: int, padded: int) -> str:
+    """The one line that says a map was padded (the :class:`VocabPaddingWarning` text)."""
+    return (
+        f"only {distinct} distinct token ids were counted, fewer than draft_vocab_size "
+        f"{draft_vocab_size}: padded with the {padded} smallest unused ids (as the trainers do)"
+    )
+
+
 @dataclass
 class TokenCounts:
     """Counted occurrences per target id, plus what the trainers' tie-breaks need."""
@@ -440,6 +448,13 @@ class VocabMapping:
     @property
     def fingerprint(self) -> str:
         return mapping_fingerprint(self.target_vocab_size, self.selected)
+
+    @property
+    def padding_note(self) -> str:
+        """Why the map holds ids that were never counted (``""`` when it holds none)."""
+        if not self.padded:
+            return ""
+        return padding_note(int(np.count_nonzero(self.counts)), self.draft_vocab_size, self.padded)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -847,8 +862,7 @@ def select_draft_vocab(
         chosen = np.concatenate([chosen, np.flatnonzero(~used)[:padded]])
         if warn:
             warnings.warn(
-                f"only {seen.shape[0]} distinct token ids were counted, fewer than draft_vocab_size "
-                f"{draft_vocab_size}: padded with the {padded} smallest unused ids (as the trainers do)",
+                padding_note(int(seen.shape[0]), draft_vocab_size, padded),
                 VocabPaddingWarning,
                 stacklevel=3,
             )
@@ -870,6 +884,7 @@ def build_vocab_mapping(
     progress: bool | None = None,
     block_tokens: int = BLOCK_TOKENS,
     total_tokens: int | None = None,
+    warn: bool = True,
 ) -> VocabMapping:
     """Build ``d2t``/``t2d`` from token counts exactly the way the trainers do.
 
@@ -898,7 +913,7 @@ def build_vocab_mapping(
         block_tokens=block_tokens,
         total_tokens=total_tokens,
     )
-    return select_draft_vocab(tc, int(draft_vocab_size), tie_break)
+    return select_draft_vocab(tc, int(draft_vocab_size), tie_break, warn=warn)
 
 
 # -- which ids a map selects, fingerprints and comparison ------------------------------------------

@@ -63,18 +63,20 @@ def test_flags_become_a_two_column_table() -> None:
 
 def test_tidy_drops_a_meaningless_index_and_formats_cells() -> None:
     df = pd.DataFrame(
-        {"a": [1.0, None, float("nan")], "b": [None, "x", "\\xcf"], "c": [True, False, None]}, dtype=object
+        {"a": [1.0, None, float("nan")], "b": [None, "x", "a\x07"], "c": [True, False, None]}, dtype=object
     )
     out = fmt.tidy(df)
     assert list(out.columns) == ["a", "b", "c"]  # no index column
     cells = out.values.ravel().tolist()
-    assert cells == ["1.000", "–", "yes", "–", "x", "no", "–", "<0xCF>", "–"]
+    assert cells == ["1.000", "–", "yes", "–", "x", "no", "–", "a<0x07>", "–"]
     assert all(isinstance(c, str) and _clean(c) for c in cells)
     named = fmt.tidy(pd.DataFrame({"value": [1, 2]}, index=pd.Index(["p", "q"], name="field")))
     assert list(named.columns) == ["field", "value"] and named["field"].tolist() == ["p", "q"]
     labelled = fmt.tidy(pd.DataFrame({"v": [1]}, index=["row"]))  # unnamed but meaningful
     assert labelled.values.tolist() == [["row", "1"]]
     assert fmt.tidy(pd.DataFrame(columns=["a"])).empty
+    ids = fmt.tidy(pd.DataFrame({"draft id": [159, None], "share": [0.5, 0.25]}))  # NaN made the ids floats
+    assert ids.values.tolist() == [["159", "0.500"], ["–", "0.250"]]
 
 
 def test_value_of_containers_and_floats() -> None:
@@ -82,3 +84,4 @@ def test_value_of_containers_and_floats() -> None:
     assert fmt.value([]) == "–"
     assert fmt.value({"a": 1}) == "a=1"
     assert fmt.value(math.inf) == "inf"
+    assert fmt.value(0.000123) == "0.00012" and fmt.value(0.0) == "0.000"
