@@ -16,21 +16,11 @@
 # %% [markdown]
 # # 00 · Triage: open this first
 #
-# One drafter, one page: the **verdict** (overall and per engine), the **top findings with their
-# fixes**, what each engine's loader would do with the checkpoint (**load summary**), and the live
-# **acceptance** (acceptance length and per-position acceptance) when a target and prompts are given.
-# The other notebooks go deeper: 01 every key and its fate per engine, 02 the vocabulary map, 03
-# corpus coverage, 04 the full accept-rate probe with the aux-layer sweep.
-#
-# The **Explore** section at the end has three explorers: a tensor/key browser with a filter, a
-# draft↔target token lookup (type a token string, a target id, or `d:<draft id>`) and probe controls.
-# In JupyterLab they are live widgets; under papermill and in HTML reports the same cells show static
-# tables and figures (the parameters `key_filter` and `lookup` choose what they show).
-#
-# Headless: `papermill notebooks/00_triage.ipynb out.ipynb --cwd notebooks -p checkpoint PATH`
-# (`-p target None` for static checks only). All logic lives in `eagle3_forensics`.
+# One drafter, one page: the **verdict**, the **top findings with their fixes**, what each engine's
+# loader does with the checkpoint, and the live **acceptance**. The parameters and imports are
+# folded away (click the `…` to open them); the **Explore** section at the end has the live explorers.
 
-# %% tags=["parameters"]
+# %% tags=["parameters"] jupyter={"source_hidden": true}
 checkpoint = "../data/demo/drafters/d2t_absolute"  # drafter directory: config.json + weights
 target = "../data/demo/target"  # target model directory, or None (no cross-checks, no acceptance)
 # engine: "all", an engine ("sglang", "vllm", "eagle", "speculators", "tensorrt_llm": its newest
@@ -48,7 +38,7 @@ top = 5  # finding codes shown in full (errors first)
 lookup = None  # token strings / ids the static token lookup shows; None: the most frequent corpus tokens
 key_filter = ""  # filter of the tensor browser: a substring, or "re:PATTERN"
 
-# %%
+# %% jupyter={"source_hidden": true}
 import importlib.util
 
 if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel without the package
@@ -75,7 +65,7 @@ from eagle3_forensics.views.widgets import probe_controls, tensor_browser, token
 # %% [markdown]
 # ## Verdict
 
-# %%
+# %% jupyter={"source_hidden": true}
 t = triage(
     checkpoint,
     target,
@@ -124,7 +114,15 @@ acceptance_figure(t)
 # %% [markdown]
 # ## Explore
 #
-# Live widgets in JupyterLab; static tables and figures under papermill and in reports.
+# A tensor/key browser with a filter, a draft↔target token lookup (type a token string, a target id,
+# or `d:<draft id>`; a string of several tokens shows how it splits) and probe controls. In
+# JupyterLab they are live widgets; under papermill and in HTML reports the same cells show static
+# tables and figures (the parameters `key_filter` and `lookup` choose what they show).
+#
+# The other notebooks go deeper: 01 every key and its fate per engine, 02 the vocabulary map, 03
+# corpus coverage, 04 the full accept-rate probe with the aux-layer sweep. Headless:
+# `papermill notebooks/00_triage.ipynb out.ipynb --cwd notebooks -p checkpoint PATH` (`-p target None`
+# for static checks only). All logic lives in `eagle3_forensics`.
 
 # %%
 tensor_browser(t.diagnosis, inspection=t.inspection, query=key_filter)

@@ -66,9 +66,9 @@ from eagle3_forensics.probe.server.core import server_vs_reference
 from eagle3_forensics.runs.record import record
 from eagle3_forensics.views.html import show_table
 from eagle3_forensics.views.probe import (
+    acceptance_chart,
     aux_sweep_table,
     lossless_text,
-    per_position_figure,
     per_position_table,
     summary_table,
     sweep_verdict,
@@ -96,7 +96,7 @@ show_table(summary_table(r))
 show_table(per_position_table(r))
 
 # %%
-per_position_figure(r)
+acceptance_chart(r)  # the per-position bars, or a line saying nothing was accepted
 
 # %% [markdown]
 # ## Aux-layer sweep
