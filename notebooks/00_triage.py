@@ -20,7 +20,7 @@
 # loader does with the checkpoint, and the live **acceptance**. The parameters and imports are
 # folded away (click the `…` to open them); the **Explore** section at the end has the live explorers.
 
-# %% tags=["parameters"] jupyter={"source_hidden": true}
+# %% jupyter={"source_hidden": true} tags=["parameters"]
 checkpoint = "../data/demo/drafters/d2t_absolute"  # drafter directory: config.json + weights
 target = "../data/demo/target"  # target model directory, or None (no cross-checks, no acceptance)
 # engine: "all", an engine ("sglang", "vllm", "eagle", "speculators", "tensorrt_llm": its newest

@@ -108,6 +108,26 @@ class JupyterLabPage:
         self.page.screenshot(path=str(path))
         return path
 
+    def screenshot_notebook(self, path: Path, width: int = 1400) -> Path:
+        """The whole open notebook from its first cell, as one image: the window is made as tall as
+        the notebook (left sidebar closed), scrolled to the top, shot, and restored."""
+        before = self.page.viewport_size or {"width": width, "height": 1000}
+        self.page.keyboard.press("Control+b")  # close the file browser: the notebook gets the width
+        tallest = (
+            "(p) => Math.max(...Array.from(document.querySelectorAll(p + ' *')).map(e => e.scrollHeight))"
+        )
+        height = int(self.page.evaluate(tallest, self.panel))
+        self.page.set_viewport_size({"width": width, "height": min(height + 150, 16_000)})
+        self.page.wait_for_timeout(800)
+        top = "(p) => document.querySelectorAll(p + ' *').forEach(e => { e.scrollTop = 0; })"
+        self.page.evaluate(top, self.panel)
+        self.page.wait_for_timeout(500)
+        self.page.screenshot(path=str(path))
+        self.page.set_viewport_size(before)
+        self.page.keyboard.press("Control+b")
+        self.page.wait_for_timeout(300)
+        return path
+
     # -- observations -------------------------------------------------------------------------
 
     def problems(self) -> list[str]:

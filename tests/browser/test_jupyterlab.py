@@ -107,6 +107,8 @@ def test_00_triage_runs_clean_with_live_explorers(jl: JupyterLabPage, tmp_path: 
     took = run_clean(jl, "00_triage.ipynb")
     assert jl.live_widgets() >= 3  # the three explorers, rendered by the widget manager
     assert STATIC_NOTE not in jl.text()  # not the static fallback, though the path says eagle3-forensics
+    assert jl.table_cells() and jl.raw_values() == []  # issue 14: no None / NaN / \xNN in any table
+    page = jl.screenshot_notebook(tmp_path / "00_triage_full.png")  # what a user sees after Run All
 
     keys = jl.explorer(KEY_FILTER)
     before = jl.rows(keys)
@@ -125,17 +127,25 @@ def test_00_triage_runs_clean_with_live_explorers(jl: JupyterLabPage, tmp_path: 
     row = lookup.locator("table tbody tr").first.locator("td").all_inner_texts()
     cells = dict(zip(header[-len(row) :], row, strict=True))
     assert cells["draft id"] == "3", cells
+    jl.type_into(TOKEN_QUERY, "zzzqqq")  # six tokens, two distinct: the split once, then one row each
+    assert jl.wait_rows(lookup, 1) == 2
+    assert "6 tokens: z · z · z · q · q · q" in jl.wait_text(lookup, "6 tokens")
+    assert jl.raw_values(lookup) == []
 
     probe = jl.output_with("button:has-text('Run probe')")
     jl.mark_stale(probe)  # the notebook's own probe result is shown until the new one replaces it
     jl.click_button("Run probe")
-    jl.wait_fresh(probe, "img")  # the per-position figure of the new run
-    assert "acceptance length" in probe.inner_text()
+    jl.wait_fresh(probe, "table")  # the tables of the new run
+    text = jl.wait_text(probe, "No per-position chart")  # d2t_absolute accepts nothing: words, no empty chart
+    assert "acceptance length" in text and probe.locator("img").count() == 0
+    assert jl.raw_values(probe) == []
     assert jl.problems() == [] and jl.errors == [], jl.state()
 
     shot = jl.screenshot(tmp_path / "00_triage.png", of=lookup)
     assert shot.stat().st_size > 10_000
-    print(f"00_triage: Run All {took:.1f} s, whole test {time.monotonic() - t0:.1f} s, screenshot {shot}")
+    print(
+        f"00_triage: Run All {took:.1f} s, whole test {time.monotonic() - t0:.1f} s, screenshots {shot} {page}"
+    )
 
 
 @pytest.mark.timeout(420)
