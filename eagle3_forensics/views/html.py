@@ -67,8 +67,10 @@ def esc(text: object) -> str:
 
 
 def compact_json(value: Any, limit: int | None = EVIDENCE_LIMIT) -> str:
-    """One-line JSON (ASCII only, so no bidi tricks survive), truncated to ``limit`` characters."""
-    text = json.dumps(value, separators=(", ", ": "), default=str, ensure_ascii=True)
+    """One-line JSON, truncated to ``limit`` characters. Non-ASCII text stays as written (``–``, not
+    ``\\u2013``); every caller renders it through :func:`esc` / :func:`visible`, which spell out control and
+    bidi-override characters, so no hidden text survives."""
+    text = json.dumps(value, separators=(", ", ": "), default=str, ensure_ascii=False)
     if limit is not None and len(text) > limit:
         text = text[: limit - 1] + "…"
     return text
@@ -341,7 +343,7 @@ def finding_card_html(f: Finding) -> str:
         parts.append(f'<div style="margin-top:0.3em"><b>evidence</b> <code>{esc(short)}</code></div>')
         full = compact_json(f.evidence, limit=None)
         if full != short:
-            pretty = json.dumps(f.evidence, indent=1, default=str, ensure_ascii=True)
+            pretty = json.dumps(f.evidence, indent=1, default=str, ensure_ascii=False)
             parts.append(f"<details><summary>full evidence</summary><pre>{esc(pretty)}</pre></details>")
     if f.fix:
         parts.append(f'<div style="margin-top:0.3em"><b>fix</b> {esc(f.fix)}</div>')

@@ -74,6 +74,17 @@ def test_lookup_tables_show_no_raw_values(lookup_absolute) -> None:  # type: ign
     assert "None" not in page and "NaN" not in page
 
 
+def test_evidence_json_keeps_text_and_shows_hidden_characters() -> None:
+    from eagle3_forensics.views.html import compact_json, esc
+
+    assert (
+        compact_json({"engine_release": "speculators 0.7.0–0.9.0"})
+        == '{"engine_release": "speculators 0.7.0–0.9.0"}'
+    )
+    shown = esc(compact_json({"name": "abc\u202edef"}))  # a right-to-left override in a tensor name
+    assert "\u202e" not in shown and "\\u202e" in shown
+
+
 # -- notebooks run headless --------------------------------------------------------------------
 
 RUNS = {
