@@ -113,6 +113,11 @@ def test_00_triage_runs_clean_with_live_explorers(jl: JupyterLabPage, tmp_path: 
     keys = jl.explorer(KEY_FILTER)
     before = jl.rows(keys)
     assert before > 5
+    box = keys.locator(".e3f-table-box").first  # wider than the cell: it scrolls inside its own box
+    wide, sticky = box.evaluate(
+        "b => [b.scrollWidth > b.clientWidth, getComputedStyle(b.querySelector('thead th')).position]"
+    )
+    assert wide and sticky == "sticky"
     jl.type_into(KEY_FILTER, "self_attn")
     after = jl.wait_rows(keys, before)
     assert 0 < after < before

@@ -74,6 +74,17 @@ def test_lookup_tables_show_no_raw_values(lookup_absolute) -> None:  # type: ign
     assert "None" not in page and "NaN" not in page
 
 
+def test_tables_scroll_in_a_bounded_box_with_a_sticky_header() -> None:
+    import pandas as pd
+
+    from eagle3_forensics.views.html import table_html
+
+    page = table_html(pd.DataFrame({"name": ["<b>x</b>"], "n": [None]}))
+    assert page.startswith('<div class="e3f-table-box" style="max-height:36em;max-width:100%;overflow:auto')
+    assert page.count("position:sticky;top:0") == 2  # each header cell, no script
+    assert "&lt;b&gt;x&lt;/b&gt;" in page and "<script" not in page and "<td>–</td>" in page
+
+
 def test_evidence_json_keeps_text_and_shows_hidden_characters() -> None:
     from eagle3_forensics.views.html import compact_json, esc
 
