@@ -41,6 +41,8 @@ target = "../data/demo/target"  # target model directory, or None to skip target
 # engine: "all", an engine ("sglang", "vllm", "eagle", "speculators", "tensorrt_llm": its newest
 # release) or one release, e.g. "sglang==0.5.11"
 engine = "all"
+# explore_fate: what the static key browser shows, "ENGINE: ACTION" (e.g. "eagle: dropped") or "" (every key)
+explore_fate = ""
 
 # %%
 import importlib.util
@@ -56,6 +58,7 @@ from IPython.display import HTML
 
 from eagle3_forensics.checks.diagnose import diagnose, inspect_checkpoint
 from eagle3_forensics.runs.record import finding_records, record
+from eagle3_forensics.views.explorers import key_browser
 from eagle3_forensics.views.html import (
     finding_codes,
     findings_html,
@@ -124,6 +127,18 @@ HTML(findings_html(d))
 
 # %%
 show_table(repair_table(checkpoint, target))
+
+# %% [markdown]
+# ## Explore
+#
+# The key browser: pick one engine's fate (`sglang: dropped`, `vllm: renamed`, ...) to see the keys it
+# treats that way, and filter by name.
+#
+# Live widgets in JupyterLab; static tables under papermill and in reports (the `explore_*` parameters
+# choose what the static view shows).
+
+# %%
+key_browser(d, ins, fate=explore_fate)
 
 # %% [markdown]
 # ## Machine-readable record

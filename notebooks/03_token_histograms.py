@@ -38,6 +38,8 @@ target = "../data/demo/target"  # target model directory with tokenizer.json
 ids = "../data/demo/corpus_ids.safetensors"  # token ids (input_ids + loss_mask) by the target tokenizer, or None
 corpus = "../data/demo/corpus.jsonl"  # when ids is None: JSONL of texts, prompt+completion or conversations
 top_n = 20  # most frequent uncovered tokens to list
+explore_size = None  # draft vocabulary size the static coverage explorer shows; None: the checkpoint's
+explore_class = "all"  # token class it shows: "all", "special/added", "byte-fallback", "ordinary", "no token"
 
 # %%
 import importlib.util
@@ -51,6 +53,7 @@ if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel w
     raise wrong_kernel
 # %matplotlib inline
 from eagle3_forensics.runs.record import record
+from eagle3_forensics.views.explorers import coverage_explorer
 from eagle3_forensics.views.plots import (
     plot_coverage_by_class,
     plot_coverage_curve,
@@ -136,12 +139,24 @@ plot_top_uncovered(cov, top_n)
 # vocabulary does not fit this traffic.
 
 # %%
-rebuilt = select_draft_vocab(counts, v)
+rebuilt = select_draft_vocab(counts, v, warn=False)  # padding: "draft ids never seen in corpus" in the table
 cov_rebuilt = coverage_report(counts, rebuilt, tokens, top_n=top_n, label="rebuilt from this corpus")
 coverage_table(cov, cov_rebuilt)
 
 # %%
 plot_coverage_curve([cov, cov_rebuilt])
+
+# %% [markdown]
+# ## Explore
+#
+# Coverage by draft-vocabulary size: slide the size to see what the best draft vocabulary of that size
+# would cover on this corpus next to the checkpoint's map, overall or for one token class.
+#
+# Live widgets in JupyterLab; static tables under papermill and in reports (the `explore_*` parameters
+# choose what the static view shows).
+
+# %%
+coverage_explorer(counts, m, tokens, size=explore_size, klass=explore_class)
 
 # %% [markdown]
 # ## Machine-readable record

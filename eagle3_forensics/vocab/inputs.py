@@ -289,6 +289,7 @@ def build_vocab_mapping_from_file(
     tie_break: str = "id",
     *,
     progress: bool | None = None,
+    warn: bool = True,
 ) -> VocabMapping:
     """:func:`~eagle3_forensics.vocab.mapping.build_vocab_mapping` over a token-id file, streamed."""
     # a callable, so that a tie-break can re-read the one block it needs instead of tracking every id
@@ -299,6 +300,7 @@ def build_vocab_mapping_from_file(
         tie_break=tie_break,
         progress=progress,
         total_tokens=token_file_size(path),
+        warn=warn,
     )
 
 
@@ -312,13 +314,15 @@ def build_vocab_mapping_from_data(
     tie_break: str = "id",
     chat_template: str | None = None,
     progress: bool | None = None,
+    warn: bool = True,
 ) -> VocabMapping:
     """Rebuild a map from training data: a token-id file (``ids``, preferred) or a JSONL ``corpus``
-    tokenised with the target's ``tokenizer`` (same loss masks as the trainers)."""
+    tokenised with the target's ``tokenizer`` (same loss masks as the trainers). ``warn=False``:
+    no :class:`~eagle3_forensics.vocab.mapping.VocabPaddingWarning` (the result's ``padded`` says it)."""
     try:
         if ids is not None:
             return build_vocab_mapping_from_file(
-                ids, draft_vocab_size, target_vocab_size, tie_break, progress=progress
+                ids, draft_vocab_size, target_vocab_size, tie_break, progress=progress, warn=warn
             )
         if corpus is not None:
             if tokenizer is None:
@@ -333,6 +337,7 @@ def build_vocab_mapping_from_data(
                 tie_break=tie_break,
                 progress=progress,
                 total_tokens=tc.tokens,
+                warn=warn,
             )
     except (ValueError, UnusableInputError) as exc:  # numpy's and ours: one line naming the input
         raise UnusableInputError(

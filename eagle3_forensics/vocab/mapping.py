@@ -870,6 +870,7 @@ def build_vocab_mapping(
     progress: bool | None = None,
     block_tokens: int = BLOCK_TOKENS,
     total_tokens: int | None = None,
+    warn: bool = True,
 ) -> VocabMapping:
     """Build ``d2t``/``t2d`` from token counts exactly the way the trainers do.
 
@@ -877,7 +878,8 @@ def build_vocab_mapping(
     :func:`count_token_ids` for the accepted input forms); orders by ``(-count, tie)`` with the tie
     broken per ``tie_break`` (:data:`TIE_BREAKS`: ``"id"`` speculators, ``"first_seen"`` EAGLE,
     ``"first_row"`` SpecForge); pads with the smallest unused ids when fewer than
-    ``draft_vocab_size`` distinct ids were seen (with a :class:`VocabPaddingWarning`); sorts the
+    ``draft_vocab_size`` distinct ids were seen (with a :class:`VocabPaddingWarning` unless ``warn``
+    is false, e.g. where a table shows ``padded``); sorts the
     selection ascending; encodes offsets ``d2t[i] = sel[i] - i``.
     """
     if tie_break not in TIE_BREAKS:
@@ -898,7 +900,7 @@ def build_vocab_mapping(
         block_tokens=block_tokens,
         total_tokens=total_tokens,
     )
-    return select_draft_vocab(tc, int(draft_vocab_size), tie_break)
+    return select_draft_vocab(tc, int(draft_vocab_size), tie_break, warn=warn)
 
 
 # -- which ids a map selects, fingerprints and comparison ------------------------------------------
