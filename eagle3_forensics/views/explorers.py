@@ -621,6 +621,7 @@ __all__ = [
     "key_browser",
     "key_fate_rows",
     "map_compare",
+    "named_maps",
     "probe_explorer",
     "sample_browser",
     "sample_choices",
