@@ -98,13 +98,10 @@ def _key_html(diagnosis: Diagnosis, inspection: Inspection, fate: str, query: st
         df = key_fate_rows(diagnosis, inspection, fate, query)
     except ValueError as exc:
         return _error(exc)
+    engine, _, action = fate.partition(":")
     head = (
         f"<p>{len(df)} of {len(inspection.tensors)} keys"
-        + (
-            f" that <code>{esc(fate.partition(':')[0])}</code> treats as <code>{esc(fate.partition(':')[2].strip())}</code>"
-            if fate
-            else ""
-        )
+        + (f" that <code>{esc(engine)}</code> treats as <code>{esc(action.strip())}</code>" if fate else "")
         + (f" matching <code>{esc(query)}</code>" if query else "")
         + "</p>"
     )

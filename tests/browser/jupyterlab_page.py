@@ -203,6 +203,15 @@ class JupyterLabPage:
         assert match, f"no option {label!r} in {[_plain(o) for o in raw]}"
         select.select_option(index=match[0])
 
+    def set_slider(self, area: Locator, value: int, nth: int = 0) -> None:
+        """Type ``value`` into the ``nth`` slider's readout of ``area`` (ipywidgets 8: editable) and press Enter."""
+        readout = area.locator(".widget-readout").nth(nth)
+        readout.scroll_into_view_if_needed()
+        readout.click()
+        readout.press("Control+A")
+        readout.type(str(value))
+        readout.press("Enter")
+
     def options(self, area: Locator, nth: int = 0) -> list[str]:
         """The option texts of the ``nth`` drop-down of ``area`` (as a reader sees them)."""
         return [_plain(o) for o in area.locator("select").nth(nth).locator("option").all_text_contents()]

@@ -217,7 +217,7 @@ def test_02_map_compare_and_lookup(jl: JupyterLabPage) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_03_coverage_by_class(jl: JupyterLabPage) -> None:
+def test_03_coverage_by_class_and_size(jl: JupyterLabPage) -> None:
     t0 = time.monotonic()
     took, cov = run_live(jl, "03_token_histograms.ipynb", "e3f-coverage")
     assert "token class all" in cov.inner_text()
@@ -226,6 +226,14 @@ def test_03_coverage_by_class(jl: JupyterLabPage) -> None:
     jl.wait_text(cov, "token class ordinary")
     counted = cov.locator("table tbody tr td:nth-child(4)").first.inner_text()
     assert int(counted) < int(all_counted)  # the ordinary tokens are a part of the corpus
+
+    def best_covered() -> int:  # the row of the best draft vocabulary of the slider's size
+        return int(cov.locator("table tbody tr").nth(1).locator("td").nth(4).inner_text())
+
+    covered = best_covered()  # at the checkpoint's own size
+    jl.set_slider(cov, 10)
+    jl.wait_text(cov, "size 10, token class ordinary")
+    assert best_covered() < covered  # ten ids cover fewer ordinary tokens
     assert jl.problems() == [] and jl.errors == [], jl.state()
     print(f"03_token_histograms: Run All {took:.1f} s, whole test {time.monotonic() - t0:.1f} s")
 
