@@ -29,6 +29,7 @@
 #    target, drops silently or rejects, and which engine parameters nothing fills.
 # 5. **Key fates**: the fate of every checkpoint key under the chosen engine(s).
 # 6. **Findings** with their evidence and the fix for each.
+# 7. **Explore**: a key browser filtered by one engine's fate (live in JupyterLab, static in reports).
 #
 # Run it headless over the demo drafters with `python -m eagle3_forensics report --out reports`
 # (papermill + nbconvert), or for one drafter:

@@ -38,6 +38,7 @@
 #    one, fingerprints for provenance).
 # 6. **The fix**, applied in memory and re-classified. Write a repaired checkpoint with
 #    `eagle3-forensics repair` (or `vocab build` for a fresh map file).
+# 7. **Explore**: a draft↔target token lookup and a picker comparing any two maps.
 #
 # Headless: `papermill notebooks/02_vocab_mapping.ipynb out.ipynb --cwd notebooks -p checkpoint PATH`.
 # All logic lives in `eagle3_forensics`; this notebook only calls it and displays the results.

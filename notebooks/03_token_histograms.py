@@ -26,7 +26,8 @@
 #    vocabulary of each size could reach on this corpus, with the checkpoint's size marked;
 # 3. coverage by **token class** (special/added, byte-fallback, ordinary) and the most frequent
 #    **uncovered tokens** with their strings;
-# 4. what a map rebuilt from this corpus would cover, side by side.
+# 4. what a map rebuilt from this corpus would cover, side by side;
+# 5. **Explore**: coverage by draft-vocabulary size (a slider) and token class.
 #
 # Parameters: the drafter (or a map file), the target directory (tokenizer), and the corpus as a
 # token-id file (`ids`, preferred) or a JSONL (`corpus`, used when `ids` is None). Headless:

@@ -31,6 +31,7 @@
 #   engine's load rules from the diagnose rule tables (dropped keys stay uninitialised, `d2t`,
 #   aux ids and norm flags read the engine's way): the acceptance that engine would deliver.
 # * **Variants side by side**: every drafter under `variants`, under each engine view.
+# * **Explore**: run the probe again with another K, engine release or choice of prompts.
 #
 # Headless: `papermill notebooks/04_accept_rate_probe.ipynb out.ipynb --cwd notebooks -p checkpoint PATH`.
 # CLI equivalent: `eagle3-forensics probe DRAFTER --target DIR --prompts FILE [--engine E] [--json]`.

@@ -30,6 +30,7 @@
 #   state before it); without, the next data token.
 # * **Along the sequence** and **by token class**, and the **worst samples** decoded with the
 #   target tokenizer.
+# * **Explore**: a sample browser (tokens, loss mask, per-slot draft hits of any dumped sample).
 #
 # Headless: `papermill notebooks/05_offline_probe.ipynb out.ipynb --cwd notebooks -p checkpoint PATH -p data DIR`.
 # CLI: `eagle3-forensics probe-offline DRAFTER --data DIR [--target DIR]` and
