@@ -29,6 +29,7 @@
 #    target, drops silently or rejects, and which engine parameters nothing fills.
 # 5. **Key fates**: the fate of every checkpoint key under the chosen engine(s).
 # 6. **Findings** with their evidence and the fix for each.
+# 7. **Explore**: a key browser filtered by one engine's fate (live in JupyterLab, static in reports).
 #
 # Run it headless over the demo drafters with `python -m eagle3_forensics report --out reports`
 # (papermill + nbconvert), or for one drafter:
@@ -41,6 +42,8 @@ target = "../data/demo/target"  # target model directory, or None to skip target
 # engine: "all", an engine ("sglang", "vllm", "eagle", "speculators", "tensorrt_llm": its newest
 # release) or one release, e.g. "sglang==0.5.11"
 engine = "all"
+# explore_fate: what the static key browser shows, "ENGINE: ACTION" (e.g. "eagle: dropped") or "" (every key)
+explore_fate = ""
 
 # %%
 import importlib.util
@@ -56,6 +59,7 @@ from IPython.display import HTML
 
 from eagle3_forensics.checks.diagnose import diagnose, inspect_checkpoint
 from eagle3_forensics.runs.record import finding_records, record
+from eagle3_forensics.views.explorers import key_browser
 from eagle3_forensics.views.html import (
     finding_codes,
     findings_html,
@@ -124,6 +128,18 @@ HTML(findings_html(d))
 
 # %%
 show_table(repair_table(checkpoint, target))
+
+# %% [markdown]
+# ## Explore
+#
+# The key browser: pick one engine's fate (`sglang: dropped`, `vllm: renamed`, ...) to see the keys it
+# treats that way, and filter by name.
+#
+# Live widgets in JupyterLab; static tables under papermill and in reports (the `explore_*` parameters
+# choose what the static view shows).
+
+# %%
+key_browser(d, ins, fate=explore_fate)
 
 # %% [markdown]
 # ## Machine-readable record

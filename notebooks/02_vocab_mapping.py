@@ -38,6 +38,7 @@
 #    one, fingerprints for provenance).
 # 6. **The fix**, applied in memory and re-classified. Write a repaired checkpoint with
 #    `eagle3-forensics repair` (or `vocab build` for a fresh map file).
+# 7. **Explore**: a draft↔target token lookup and a picker comparing any two maps.
 #
 # Headless: `papermill notebooks/02_vocab_mapping.ipynb out.ipynb --cwd notebooks -p checkpoint PATH`.
 # All logic lives in `eagle3_forensics`; this notebook only calls it and displays the results.
@@ -48,6 +49,11 @@ target = "../data/demo/target"  # target model directory (vocab size, tokenizer,
 ids = "../data/demo/corpus_ids.safetensors"  # training token ids (input_ids + loss_mask), or None
 corpus = "../data/demo/corpus.jsonl"  # used when ids is None: JSONL tokenised with the target's tokenizer
 tie_break = "id"  # "id" (speculators), "first_seen" (EAGLE) or "first_row" (SpecForge)
+reference = "../data/demo/drafters/healthy"  # a drafter or map file to compare against in Explore, or None
+lookup = None  # token strings / ids the static token lookup shows; None: the most frequent corpus tokens
+# explore_compare: the two maps the static map comparison shows, by name: "checkpoint (stored)", "rebuilt from
+# the data", "checkpoint after the fix" (when a fix is needed), "reference: <name>"
+explore_compare = ["checkpoint (stored)", "rebuilt from the data"]
 
 # %%
 import importlib.util
@@ -61,6 +67,7 @@ if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel w
     raise wrong_kernel
 # %matplotlib inline
 from eagle3_forensics.runs.record import record
+from eagle3_forensics.views.explorers import map_compare, named_maps
 from eagle3_forensics.views.html import show_table
 from eagle3_forensics.views.plots import plot_d2t_staircase, plot_offset_histogram, plot_selected_density
 from eagle3_forensics.views.repair import repair_table
@@ -75,6 +82,7 @@ from eagle3_forensics.views.vocab_tables import (
     row_check_table,
     samples_table,
 )
+from eagle3_forensics.views.widgets import token_lookup
 from eagle3_forensics.vocab.coverage import token_table
 from eagle3_forensics.vocab.inputs import build_vocab_mapping_from_data, lm_head_row_check, load_mapping
 from eagle3_forensics.vocab.mapping import classify_mapping, compare_mappings, suggest_d2t_fix
@@ -150,6 +158,7 @@ rebuilt = build_vocab_mapping_from_data(
     draft_vocab_size=v,
     target_vocab_size=big_v,
     tie_break=tie_break,
+    warn=False,  # padding shows in the table (`padded`), not as a warning on stderr
 )
 build_table(rebuilt)
 
@@ -196,6 +205,25 @@ first_entries_table(fix.d2t, m.t2d)
 
 # %%
 show_table(repair_table(checkpoint, target))
+
+# %% [markdown]
+# ## Explore
+#
+# The draft↔target token lookup (a token string, a target id, or `d:<draft id>`: its draft id, the
+# stored and needed `d2t` entry, how each engine maps it), and a picker that compares any two maps:
+# the stored one, the one rebuilt from the data, the fixed one and a reference drafter's.
+#
+# Live widgets in JupyterLab; static tables under papermill and in reports (the `explore_*` parameters
+# choose what the static view shows).
+
+# %%
+token_lookup(checkpoint, target, queries=lookup, ids=ids, corpus=corpus)
+
+# %%
+maps = named_maps(m, rebuilt=rebuilt, fix=fix, reference=reference, target=target)
+map_compare(
+    maps, a=explore_compare[0], b=explore_compare[1], tokens=token_table(target, big_v), counts=rebuilt.counts
+)
 
 # %% [markdown]
 # ## Machine-readable record

@@ -26,7 +26,8 @@
 #    vocabulary of each size could reach on this corpus, with the checkpoint's size marked;
 # 3. coverage by **token class** (special/added, byte-fallback, ordinary) and the most frequent
 #    **uncovered tokens** with their strings;
-# 4. what a map rebuilt from this corpus would cover, side by side.
+# 4. what a map rebuilt from this corpus would cover, side by side;
+# 5. **Explore**: coverage by draft-vocabulary size (a slider) and token class.
 #
 # Parameters: the drafter (or a map file), the target directory (tokenizer), and the corpus as a
 # token-id file (`ids`, preferred) or a JSONL (`corpus`, used when `ids` is None). Headless:
@@ -38,6 +39,8 @@ target = "../data/demo/target"  # target model directory with tokenizer.json
 ids = "../data/demo/corpus_ids.safetensors"  # token ids (input_ids + loss_mask) by the target tokenizer, or None
 corpus = "../data/demo/corpus.jsonl"  # when ids is None: JSONL of texts, prompt+completion or conversations
 top_n = 20  # most frequent uncovered tokens to list
+explore_size = None  # draft vocabulary size the static coverage explorer shows; None: the checkpoint's
+explore_class = "all"  # token class it shows: "all", "special/added", "byte-fallback", "ordinary", "no token"
 
 # %%
 import importlib.util
@@ -51,6 +54,7 @@ if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel w
     raise wrong_kernel
 # %matplotlib inline
 from eagle3_forensics.runs.record import record
+from eagle3_forensics.views.explorers import coverage_explorer
 from eagle3_forensics.views.plots import (
     plot_coverage_by_class,
     plot_coverage_curve,
@@ -136,12 +140,24 @@ plot_top_uncovered(cov, top_n)
 # vocabulary does not fit this traffic.
 
 # %%
-rebuilt = select_draft_vocab(counts, v)
+rebuilt = select_draft_vocab(counts, v, warn=False)  # padding: "draft ids never seen in corpus" in the table
 cov_rebuilt = coverage_report(counts, rebuilt, tokens, top_n=top_n, label="rebuilt from this corpus")
 coverage_table(cov, cov_rebuilt)
 
 # %%
 plot_coverage_curve([cov, cov_rebuilt])
+
+# %% [markdown]
+# ## Explore
+#
+# Coverage by draft-vocabulary size: slide the size to see what the best draft vocabulary of that size
+# would cover on this corpus next to the checkpoint's map, overall or for one token class.
+#
+# Live widgets in JupyterLab; static tables under papermill and in reports (the `explore_*` parameters
+# choose what the static view shows).
+
+# %%
+coverage_explorer(counts, m, tokens, size=explore_size, klass=explore_class)
 
 # %% [markdown]
 # ## Machine-readable record

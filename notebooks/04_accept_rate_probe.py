@@ -31,6 +31,7 @@
 #   engine's load rules from the diagnose rule tables (dropped keys stay uninitialised, `d2t`,
 #   aux ids and norm flags read the engine's way): the acceptance that engine would deliver.
 # * **Variants side by side**: every drafter under `variants`, under each engine view.
+# * **Explore**: run the probe again with another K, engine release or choice of prompts.
 #
 # Headless: `papermill notebooks/04_accept_rate_probe.ipynb out.ipynb --cwd notebooks -p checkpoint PATH`.
 # CLI equivalent: `eagle3-forensics probe DRAFTER --target DIR --prompts FILE [--engine E] [--json]`.
@@ -49,6 +50,7 @@ engines = ["reference", "sglang", "vllm"]  # engine views in the comparison
 server_url = None  # live vLLM/SGLang server serving `target` with `checkpoint` (e.g. "http://127.0.0.1:8000"); None skips
 # server_engine: the engine behind server_url, "vllm" or "sglang" ("sglang==0.5.23" pins a release)
 server_engine = "vllm"
+explore_prompts = [0, 1, 2, 3]  # prompts (by position in the file) the explorer's Run probe starts with
 
 # %%
 import importlib.util
@@ -64,6 +66,7 @@ if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel w
 from eagle3_forensics.probe.core import compare_variants, probe
 from eagle3_forensics.probe.server.core import server_vs_reference
 from eagle3_forensics.runs.record import record
+from eagle3_forensics.views.explorers import probe_explorer
 from eagle3_forensics.views.html import show_table
 from eagle3_forensics.views.probe import (
     acceptance_chart,
@@ -163,6 +166,28 @@ show_table(engine_gap_table(sr)) if sr is not None and sr.compare else None
 
 # %%
 engine_gap_figure(sr) if sr is not None and sr.compare else None
+
+# %% [markdown]
+# ## Explore
+#
+# Run the probe again with another K, engine release (`sglang==0.5.10.post1`, `vllm==0.10.2`, ...) or
+# choice of prompts (the live probe only: no teacher-forced estimate, no sweep).
+#
+# Live widgets in JupyterLab; static tables under papermill and in reports (the `explore_*` parameters
+# choose what the static view shows).
+
+# %%
+probe_explorer(
+    checkpoint,
+    target,
+    prompts,
+    result=r,
+    k=k,
+    engine=engine,
+    max_new_tokens=max_new_tokens,
+    device=device,
+    picked=explore_prompts,
+)
 
 # %% [markdown]
 # ## Machine-readable record

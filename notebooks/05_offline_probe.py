@@ -30,6 +30,7 @@
 #   state before it); without, the next data token.
 # * **Along the sequence** and **by token class**, and the **worst samples** decoded with the
 #   target tokenizer.
+# * **Explore**: a sample browser (tokens, loss mask, per-slot draft hits of any dumped sample).
 #
 # Headless: `papermill notebooks/05_offline_probe.ipynb out.ipynb --cwd notebooks -p checkpoint PATH -p data DIR`.
 # CLI: `eagle3-forensics probe-offline DRAFTER --data DIR [--target DIR]` and
@@ -45,6 +46,9 @@ k = 3  # draft steps
 device = "cpu"  # "auto" (CUDA in bf16 when present), "cpu" or "cuda"
 bucket = 8  # tokens per bucket of the along-the-sequence table
 prep = "../data/demo/prep_broken"  # a data-prep directory to audit as well (the seed's situation), or None
+explore_sample = (
+    None  # sample the static sample browser shows: an index or a file under data; None: the worst
+)
 
 # %%
 import importlib.util
@@ -59,7 +63,9 @@ if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel w
 # %matplotlib inline
 from eagle3_forensics.checks.data import audit_data
 from eagle3_forensics.probe.offline import probe_offline
+from eagle3_forensics.probe.samples import SampleScorer
 from eagle3_forensics.runs.record import record
+from eagle3_forensics.views.explorers import sample_browser
 from eagle3_forensics.views.html import show_table
 from eagle3_forensics.views.offline import (
     along_sequence_figure,
@@ -157,6 +163,20 @@ print(render_audit(prep_audit) if prep_audit is not None else "prep audit skippe
 
 # %%
 show_table(layouts_table())
+
+# %% [markdown]
+# ## Explore
+#
+# The sample browser: pick a dumped sample (the worst ones first) to see its tokens, its loss mask and,
+# at every scored slot, the teacher's next token, which draft steps hit (✓/✗) and how many drafts a
+# chain accepts there.
+#
+# Live widgets in JupyterLab; static tables under papermill and in reports (the `explore_*` parameters
+# choose what the static view shows).
+
+# %%
+scorer = SampleScorer(checkpoint, data, target=target, engine=engine, k=k, device=device)
+sample_browser(scorer, result=r, sample=explore_sample, target=target)
 
 # %% [markdown]
 # ## Machine-readable record

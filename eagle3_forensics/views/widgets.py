@@ -732,3 +732,11 @@ def probe_controls(
         return w.VBox([w.HBox([kk, tokens, n]), w.HBox([view, dev, run]), out])
 
     return Explorer("Probe controls", static, build, interactive)
+
+
+# -- helpers shared with views.explorers -----------------------------------------------------------
+
+
+def note_html(text: str) -> str:
+    """A small grey note (escaped), as the explorers show it under a view."""
+    return _note(text)

@@ -892,7 +892,8 @@ def build_vocab_mapping(
     :func:`count_token_ids` for the accepted input forms); orders by ``(-count, tie)`` with the tie
     broken per ``tie_break`` (:data:`TIE_BREAKS`: ``"id"`` speculators, ``"first_seen"`` EAGLE,
     ``"first_row"`` SpecForge); pads with the smallest unused ids when fewer than
-    ``draft_vocab_size`` distinct ids were seen (with a :class:`VocabPaddingWarning`); sorts the
+    ``draft_vocab_size`` distinct ids were seen (with a :class:`VocabPaddingWarning` unless ``warn``
+    is false, e.g. where a table shows ``padded``); sorts the
     selection ascending; encodes offsets ``d2t[i] = sel[i] - i``.
     """
     if tie_break not in TIE_BREAKS:

@@ -206,6 +206,41 @@ class JupyterLabPage:
             self.page.wait_for_timeout(200)
         raise AssertionError(f"no {pattern!r} within {timeout_ms / 1000:.0f} s in: {text[-500:]!r}")
 
+    # -- the explorers of notebooks 01-05 (eagle3_forensics.views.explorers) ---------------------
+
+    def widget(self, css_class: str) -> Locator:
+        """The live explorer whose widget box carries ``css_class`` (e.g. ``e3f-key-browser``)."""
+        box = self.page.locator(f"{self.panel} .jp-OutputArea-output .{css_class}").last
+        box.wait_for(timeout=30_000)
+        return box
+
+    def choose(self, area: Locator, label: str, nth: int = 0) -> None:
+        """Choose the option whose text starts with ``label`` in the ``nth`` drop-down of ``area``."""
+        select = area.locator("select").nth(nth)
+        select.scroll_into_view_if_needed()
+        raw = select.locator("option").all_text_contents()
+        match = [i for i, o in enumerate(raw) if _plain(o).startswith(label)]
+        assert match, f"no option {label!r} in {[_plain(o) for o in raw]}"
+        select.select_option(index=match[0])
+
+    def set_slider(self, area: Locator, value: int, nth: int = 0) -> None:
+        """Type ``value`` into the ``nth`` slider's readout of ``area`` (ipywidgets 8: editable) and press Enter."""
+        readout = area.locator(".widget-readout").nth(nth)
+        readout.scroll_into_view_if_needed()
+        readout.click()
+        readout.press("Control+A")
+        readout.type(str(value))
+        readout.press("Enter")
+
+    def options(self, area: Locator, nth: int = 0) -> list[str]:
+        """The option texts of the ``nth`` drop-down of ``area`` (as a reader sees them)."""
+        return [_plain(o) for o in area.locator("select").nth(nth).locator("option").all_text_contents()]
+
     def state(self) -> dict[str, Any]:
         """A summary for failure messages."""
         return {"problems": self.problems(), "unrun": self.unrun_cells(), "errors": list(self.errors)}
+
+
+def _plain(text: str) -> str:
+    """An option's text with the no-break spaces ipywidgets puts in its labels made plain spaces."""
+    return " ".join(text.replace("\u00a0", " ").split())

@@ -16,6 +16,7 @@ reason when Chromium or Playwright is missing (``make browser``).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -32,12 +33,19 @@ pytest.importorskip("ipywidgets")
 from eagle3_forensics.views.widgets import STATIC_NOTE
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Route
+    from playwright.sync_api import Browser, Locator, Route
 
 pytestmark = pytest.mark.notebooks
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = ("00_triage.ipynb", "04_accept_rate_probe.ipynb")
+NOTEBOOKS = (
+    "00_triage.ipynb",
+    "01_checkpoint_keys.ipynb",
+    "02_vocab_mapping.ipynb",
+    "03_token_histograms.ipynb",
+    "04_accept_rate_probe.ipynb",
+    "05_offline_probe.ipynb",
+)
 #: JupyterLab user settings for a test: no request leaves the machine, every cell is in the DOM
 SETTINGS = {
     "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
@@ -161,4 +169,102 @@ def test_04_probe_runs_clean(jl: JupyterLabPage, tmp_path: Path) -> None:
     assert figures.count() >= 1  # the per-position acceptance chart
     shot = jl.screenshot(tmp_path / "04_accept_rate_probe.png", of=figures.first)
     assert shot.stat().st_size > 10_000
+
+    # the Explore section: the probe explorer is live and re-runs with another K (one Run All for both)
+    assert STATIC_NOTE not in jl.text()
+    probe = jl.widget("e3f-probe")
+    assert any(o.startswith("sglang 0.5.10.post1") for o in jl.options(probe, nth=1))  # releases offered
+    jl.choose(probe, "2")  # K
+    jl.mark_stale(probe)  # the notebook's own result is shown until the new run replaces it
+    jl.click_button("Run probe")
+    jl.wait_fresh(probe, "img")  # the per-position figure of the new run
+    text = probe.inner_text()
+    assert "K=2, reference" in text and "acceptance length" in text
+    assert jl.problems() == [] and jl.errors == [], jl.state()
     print(f"04_accept_rate_probe: Run All {took:.1f} s, whole test {time.monotonic() - t0:.1f} s")
+
+
+# -- notebooks 01-05: Run All clean, the explorer live, one interaction answers ------------------------
+
+
+def run_live(jl: JupyterLabPage, notebook: str, css_class: str) -> tuple[float, Locator]:
+    """:func:`run_clean`, then the explorer with ``css_class`` is a live widget (no static note)."""
+    took = run_clean(jl, notebook)
+    assert jl.live_widgets() >= 1
+    assert STATIC_NOTE not in jl.text()
+    return took, jl.widget(css_class)
+
+
+@pytest.mark.timeout(300)
+def test_01_keys_fate_filter(jl: JupyterLabPage) -> None:
+    t0 = time.monotonic()
+    took, keys = run_live(jl, "01_checkpoint_keys.ipynb", "e3f-key-browser")
+    before = jl.rows(keys)  # every key of speculators_layout
+    assert before > 10
+    dropped = next(o for o in jl.options(keys) if o.startswith("eagle: dropped"))
+    jl.choose(keys, "eagle: dropped")
+    after = jl.wait_rows(keys, before)
+    assert after == int(dropped.rsplit("(", 1)[1].rstrip(")")) < before, dropped
+    header = keys.locator("table thead th").all_inner_texts()
+    eagle = header.index("eagle") + 1
+    fates = keys.locator(f"table tbody tr td:nth-child({eagle})").all_inner_texts()
+    assert len(fates) == after and all(f.startswith("dropped") for f in fates), fates
+    assert jl.problems() == [] and jl.errors == [], jl.state()
+    print(f"01_checkpoint_keys: Run All {took:.1f} s, whole test {time.monotonic() - t0:.1f} s")
+
+
+@pytest.mark.timeout(300)
+def test_02_map_compare_and_lookup(jl: JupyterLabPage) -> None:
+    t0 = time.monotonic()
+    took, maps = run_live(jl, "02_vocab_mapping.ipynb", "e3f-map-compare")
+    assert jl.live_widgets() >= 2  # the token lookup too
+    assert "against rebuilt from the data" in maps.inner_text()
+    jl.choose(maps, "reference: healthy", nth=1)
+    text = jl.wait_text(maps, r"checkpoint \(stored\) against reference: healthy")
+    assert "Jaccard" in text or "the same selection" in text
+
+    lookup = jl.explorer(TOKEN_QUERY)
+    shown = jl.rows(lookup)
+    jl.type_into(TOKEN_QUERY, "d:3")
+    assert jl.wait_rows(lookup, shown) == 1
+    assert jl.problems() == [] and jl.errors == [], jl.state()
+    print(f"02_vocab_mapping: Run All {took:.1f} s, whole test {time.monotonic() - t0:.1f} s")
+
+
+@pytest.mark.timeout(300)
+def test_03_coverage_by_class_and_size(jl: JupyterLabPage) -> None:
+    t0 = time.monotonic()
+    took, cov = run_live(jl, "03_token_histograms.ipynb", "e3f-coverage")
+    assert "token class all" in cov.inner_text()
+    all_counted = cov.locator("table tbody tr td:nth-child(4)").first.inner_text()
+    jl.choose(cov, "ordinary")
+    jl.wait_text(cov, "token class ordinary")
+    counted = cov.locator("table tbody tr td:nth-child(4)").first.inner_text()
+    assert int(counted) < int(all_counted)  # the ordinary tokens are a part of the corpus
+
+    def best_covered() -> int:  # the row of the best draft vocabulary of the slider's size
+        return int(cov.locator("table tbody tr").nth(1).locator("td").nth(4).inner_text())
+
+    covered = best_covered()  # at the checkpoint's own size
+    jl.set_slider(cov, 10)
+    jl.wait_text(cov, "size 10, token class ordinary")
+    assert best_covered() < covered  # ten ids cover fewer ordinary tokens
+    assert jl.problems() == [] and jl.errors == [], jl.state()
+    print(f"03_token_histograms: Run All {took:.1f} s, whole test {time.monotonic() - t0:.1f} s")
+
+
+@pytest.mark.timeout(300)
+def test_05_sample_browser(jl: JupyterLabPage) -> None:
+    t0 = time.monotonic()
+    took, samples = run_live(jl, "05_offline_probe.ipynb", "e3f-sample-browser")
+    options = jl.options(samples)
+    assert len(options) > 2 and "worst" in options[0]
+    first = samples.locator("p b").first.inner_text()
+    assert options[0].startswith(first)
+    other = options[-1]
+    jl.choose(samples, other)
+    jl.wait_text(samples, re.escape(f"{other} (sample"))
+    assert samples.locator("p b").first.inner_text() == other
+    assert jl.rows(samples) > 10 and "✓" in samples.inner_text()
+    assert jl.problems() == [] and jl.errors == [], jl.state()
+    print(f"05_offline_probe: Run All {took:.1f} s, whole test {time.monotonic() - t0:.1f} s")

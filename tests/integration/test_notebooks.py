@@ -34,6 +34,7 @@ from eagle3_forensics.views.html import (  # noqa: E402
     tensor_table,
     verdict_html,
 )
+from eagle3_forensics.views.widgets import STATIC_NOTE  # noqa: E402
 
 pytestmark = pytest.mark.notebooks
 
@@ -303,6 +304,7 @@ def test_rendered_report_hides_code_and_loads_nothing_remote(demo_report: tuple[
     assert "<script" not in page
     assert "from eagle3_forensics" not in page  # code cells hidden
     assert "HEALTHY" in page  # the verdict output is there
+    assert "Key browser by engine fate" in page and STATIC_NOTE in page  # the explorer, static
 
 
 # -- HTML escaping -------------------------------------------------------------------------------

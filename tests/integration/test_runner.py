@@ -34,6 +34,7 @@ from eagle3_forensics.runs.runner import (  # noqa: E402
     load_config,
     notebook_parameters,
 )
+from eagle3_forensics.views.widgets import STATIC_NOTE  # noqa: E402
 
 pytestmark = pytest.mark.notebooks
 
@@ -491,6 +492,23 @@ def test_papermill_cli_runs_every_notebook(tmp_path: Path) -> None:
         # interactive explorers fall back to static output when papermill runs the kernel
         mimes = {m for c in nb.cells if c.cell_type == "code" for o in c.outputs for m in o.get("data", {})}
         assert "application/vnd.jupyter.widget-view+json" not in mimes, name
+        html_out = [
+            str(o["data"]["text/html"])
+            for c in nb.cells
+            if c.cell_type == "code"
+            for o in c.outputs
+            if "text/html" in o.get("data", {})
+        ]
+        assert any(STATIC_NOTE in h for h in html_out), f"{name}: no explorer's static view"
+        assert not any("<script" in h.lower() for h in html_out), name
+        problems = [
+            o.get("text") or o.get("ename")
+            for c in nb.cells
+            if c.cell_type == "code"
+            for o in c.outputs
+            if o.output_type == "error" or o.get("name") == "stderr"
+        ]
+        assert problems == [], f"{name}: stderr or error output {problems}"
 
 
 # -- widgets: the interactive layer and its static fallback --------------------------------------

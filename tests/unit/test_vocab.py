@@ -613,6 +613,19 @@ def test_padding_warns() -> None:
         build_vocab_mapping(np.array([7, 7, 9, 0]), 5, 10)
 
 
+def test_padding_without_the_warning() -> None:
+    """``warn=False`` (the notebooks, whose tables show ``padded``): the same map, nothing on stderr."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", VocabPaddingWarning)
+        quiet = build_vocab_mapping(np.array([7, 7, 9, 0]), 5, 10, warn=False)
+    assert quiet.padded == 2
+    with pytest.warns(VocabPaddingWarning):
+        loud = build_vocab_mapping(np.array([7, 7, 9, 0]), 5, 10)
+    assert quiet.selected.tolist() == loud.selected.tolist()
+
+
 def test_selected_ids_fingerprint_and_compare(seed_story: Any) -> None:
     sel, d2t, t2d = seed_story
     assert selected_ids(d2t, t2d, V_SEED)[1] == "t2d"
