@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from eagle3_forensics.engines import ENGINE_RELEASES
+from eagle3_forensics.views import format as fmt
 from eagle3_forensics.views.html import esc, table_html, visible
 from eagle3_forensics.views.vocab_tables import comparison_table, only_ids_table
 from eagle3_forensics.views.widgets import MAX_ROWS, STATIC_NOTE, Explorer, probe_html, tensor_key_table
@@ -394,11 +395,11 @@ def _probe_settings(
 
 
 def _probe_headline(result: ProbeResult) -> str:
-    per_pos = " / ".join(f"{x:.3f}" for x in result.per_position_cumulative)
+    per_pos = " / ".join(fmt.rate(x) for x in result.per_position_cumulative)
     return (
-        f"<p>acceptance length <b>{result.acceptance_length:.3f}</b>, per-position acceptance "
-        f"(cumulative) {esc(per_pos)}, lossless {esc(result.lossless)} ({result.prompts} prompts, "
-        f"{esc(result.device)}).</p>"
+        f"<p>acceptance length <b>{esc(fmt.acceptance_length(result.acceptance_length))}</b>, "
+        f"per-position acceptance (cumulative) {esc(per_pos)}, lossless {esc(fmt.yes_no(result.lossless))} "
+        f"({result.prompts} prompts, {esc(result.device)}).</p>"
     )
 
 
