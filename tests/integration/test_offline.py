@@ -3,11 +3,11 @@ collapses, the prep dirs come out right, shards merge to the single run byte for
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dump_builders import ge_data, rows
@@ -184,21 +184,58 @@ def test_engine_argument(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and obj["engine"] == "vllm" and obj["samples"]["files"] == 4
 
 
-def _digests(root: Path) -> dict[str, str]:
-    return {
-        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+def _files(root: Path) -> list[str]:
+    return [
+        p.relative_to(root).as_posix()
         for sub in ("dumps", "prep", "prep_broken")
         for p in sorted((root / sub).rglob("*"))
         if p.is_file()
-    }
+    ]
+
+
+def _tensors(path: Path) -> dict[str, Any]:
+    import torch
+    from safetensors.torch import load_file
+
+    if path.suffix == ".safetensors":
+        return dict(load_file(path))
+    loaded = torch.load(path, map_location="cpu", weights_only=True)
+    return loaded if isinstance(loaded, dict) else {"": loaded}
 
 
 @pytest.mark.timeout(120)
-def test_make_data_regenerates_dumps_byte_identically(tmp_path: Path) -> None:
+def test_make_data_regenerates_dumps_identically(tmp_path: Path) -> None:
+    """Regenerating the dumps gives the same files. Ids, masks, maps, configs and metadata are
+    byte-identical; hidden states are floats the demo target computes with this CPU's kernels
+    (oneDNN picks AVX2, AVX-512 or AMX blocking), so on another CPU kind a float32 result may land
+    on the other side of a bf16 rounding boundary: allowed is a bf16 rounding (two steps, or 1e-4
+    of the tensor's largest value near zero) on at most 1 in 1,000 values, nothing more
+    (measured: 1.3 in 10,000 values moved between an AMX machine and the one that wrote them)."""
+    import torch
+
     from eagle3_forensics.demo.dumps import write_demo_dumps
 
     write_demo_dumps(DEMO, tmp_path)
-    assert _digests(tmp_path) == _digests(DEMO)
+    assert _files(tmp_path) == _files(DEMO)
+    for rel in _files(DEMO):
+        new, old = tmp_path / rel, DEMO / rel
+        if new.read_bytes() == old.read_bytes():
+            continue
+        assert new.suffix in (".safetensors", ".ckpt", ".pt"), f"{rel} differs"
+        a, b = _tensors(new), _tensors(old)
+        assert a.keys() == b.keys(), rel
+        for key, x in a.items():
+            y = b[key]
+            if not (torch.is_tensor(x) and x.is_floating_point()):
+                assert torch.is_tensor(x) == torch.is_tensor(y) and (
+                    torch.equal(x, y) if torch.is_tensor(x) else x == y
+                ), f"{rel}:{key} differs"
+                continue
+            assert x.dtype == y.dtype and x.shape == y.shape, f"{rel}:{key}"
+            scale = float(y.float().abs().max())  # near zero (cancellation) an absolute bound applies
+            close = torch.isclose(x.float(), y.float(), rtol=2**-6, atol=1e-4 * scale)  # 2 bf16 steps
+            assert bool(close.all()), f"{rel}:{key}: more than a bf16 rounding apart"
+            assert (x != y).float().mean().item() <= 1e-3, f"{rel}:{key}: too many values moved"
     total = sum(
         p.stat().st_size
         for sub in ("dumps", "prep", "prep_broken")
