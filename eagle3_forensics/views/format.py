@@ -21,9 +21,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from functools import lru_cache
 from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any
+
+from eagle3_forensics.vocab.byte_level import byte_decoder
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
@@ -161,28 +162,10 @@ def _spell(ch: str) -> str:
     return f"<U+{code:04X}>"
 
 
-@lru_cache(maxsize=1)
-def _byte_decoder() -> dict[str, int]:
-    """GPT-2's byte-level alphabet, inverted: printable stand-in character -> byte."""
-    bs = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("¡"), ord("¬") + 1))
-        + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs, strict=True)}
-
-
 def byte_level_text(piece: str) -> str | None:
     """A GPT-2/BPE byte-level vocabulary piece (``Ġthe``) as the bytes it stands for, decoded, with
     bytes that are not UTF-8 on their own as ``\\xNN``; ``None`` when ``piece`` is not byte-level."""
-    dec = _byte_decoder()
+    dec = byte_decoder()
     if not piece or not all(ch in dec for ch in piece):
         return None
     raw = bytes(dec[ch] for ch in piece)

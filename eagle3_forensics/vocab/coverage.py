@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -30,30 +29,13 @@ import numpy as np
 import torch
 
 from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.vocab.byte_level import byte_decoder
 from eagle3_forensics.vocab.inputs import iter_token_chunks, load_mapping, token_file_size, tokenize_corpus
 from eagle3_forensics.vocab.mapping import TokenCounts, VocabMapping, count_token_ids
 
 TOKEN_CLASSES: tuple[str, ...] = ("special/added", "byte-fallback", "ordinary", "no token")
 SPECIAL, BYTE, ORDINARY, NO_TOKEN = range(4)
 _SP_BYTE = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
-
-
-@lru_cache(maxsize=1)
-def _byte_decoder() -> dict[str, int]:
-    """GPT-2's byte-level alphabet, inverted: printable stand-in character -> byte."""
-    bs = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("¡"), ord("¬") + 1))
-        + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs, strict=True)}
 
 
 def _has_type(node: Any, name: str) -> bool:
@@ -135,7 +117,7 @@ def token_table(tokenizer_dir: str | Path, vocab_size: int | None = None) -> Tok
         or _has_type(spec.get("pre_tokenizer"), "Metaspace")
         or (_has_type(spec.get("decoder"), "Replace"))
     )
-    dec = _byte_decoder()
+    dec = byte_decoder()
     classes = np.full(size, ORDINARY, dtype=np.int8)
     texts: list[str] = [""] * size
     for i, tok in enumerate(tokens):
