@@ -30,10 +30,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from eagle3_forensics.engines import ENGINE_RELEASES
-from eagle3_forensics.views import format as fmt
 from eagle3_forensics.views.html import esc, table_html, visible
 from eagle3_forensics.views.vocab_tables import comparison_table, only_ids_table
-from eagle3_forensics.views.widgets import MAX_ROWS, STATIC_NOTE, Explorer, probe_html, tensor_key_table
+from eagle3_forensics.views.widgets import (
+    MAX_ROWS,
+    STATIC_NOTE,
+    Explorer,
+    probe_html,
+    probe_line,
+    tensor_key_table,
+)
 from eagle3_forensics.views.widgets import note_html as _note
 from eagle3_forensics.vocab.coverage import TOKEN_CLASSES, selection_mask, token_table
 
@@ -395,12 +401,7 @@ def _probe_settings(
 
 
 def _probe_headline(result: ProbeResult) -> str:
-    per_pos = " / ".join(fmt.rate(x) for x in result.per_position_cumulative)
-    return (
-        f"<p>acceptance length <b>{esc(fmt.acceptance_length(result.acceptance_length))}</b>, "
-        f"per-position acceptance (cumulative) {esc(per_pos)}, lossless {esc(fmt.yes_no(result.lossless))} "
-        f"({result.prompts} prompts, {esc(result.device)}).</p>"
-    )
+    return probe_line(result, lead="")
 
 
 def probe_explorer(

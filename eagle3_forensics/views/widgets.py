@@ -639,14 +639,14 @@ def probe_html(result: ProbeResult) -> str:
     return table_html(summary_table(result)) + table_html(per_position_table(result)) + chart
 
 
-def probe_line(result: ProbeResult | None, why: str = "not run") -> str:
+def probe_line(result: ProbeResult | None, why: str = "not run", lead: str = "With these values: ") -> str:
     """The probe run with the notebook's values, on one line (its tables and chart are in the
-    notebook already: the explorer does not draw them a second time)."""
+    notebook already: the explorer does not draw them a second time); ``lead`` starts the line."""
     if result is None:
         return _note(f"probe {why}")
     per_pos = " / ".join(fmt.rate(x) for x in result.per_position_cumulative)
     return (
-        f"<p>With these values: acceptance length <b>{fmt.acceptance_length(result.acceptance_length)}</b>, "
+        f"<p>{esc(lead)}acceptance length <b>{fmt.acceptance_length(result.acceptance_length)}</b>, "
         f"per-position acceptance (cumulative) {esc(per_pos)}, lossless {fmt.yes_no(result.lossless)}, "
         f"{esc(fmt.speed(result.tokens_per_s))} ({result.prompts} prompts, {esc(result.device)}).</p>"
     )
