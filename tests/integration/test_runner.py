@@ -49,15 +49,36 @@ PAYLOAD = "<img src=x onerror=alert(1)>"
 # -- the demo configuration ----------------------------------------------------------------------
 
 
+def _t2d_bytes(drafter: Path) -> bytes:
+    """The drafter's stored t2d (the draft vocabulary selection), read header-first."""
+    from safetensors import safe_open
+
+    for shard in sorted(drafter.glob("*.safetensors")):
+        with safe_open(str(shard), "np") as f:
+            for key in f.keys():  # noqa: SIM118 - safe_open is not iterable
+                if key.split(".")[-1] == "t2d":
+                    return bytes(f.get_tensor(key).tobytes())
+    raise AssertionError(f"{drafter}: no t2d")
+
+
 def test_demo_config_covers_every_drafter_and_notebook() -> None:
     cfg = load_config(CONFIG)
     notebooks = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb"))
     assert sorted(cfg.notebooks) == notebooks
     assert sorted(cfg.drafters) == sorted(demo.VARIANTS)
-    # 05 (offline probe over the demo dumps) runs for the healthy drafter and one that collapses
+    # 05 (offline probe over the demo dumps) runs for the healthy drafter and one that collapses;
+    # 03 (corpus coverage of the selection) once per distinct t2d, for the first drafter that holds it
     offline = {"healthy", "d2t_absolute"}
+    selections: dict[bytes, str] = {}
+    for d in cfg.drafters:  # config order: healthy first
+        selections.setdefault(_t2d_bytes(DEMO / "drafters" / d), d)
+    coverage = set(selections.values())
+    assert coverage == {"healthy"}  # the demo drafters share one selection (if one changes, 03 runs for it)
     assert {(j.drafter, j.notebook) for j in cfg.jobs} == {
-        (d, n) for d in demo.VARIANTS for n in notebooks if n != "05_offline_probe" or d in offline
+        (d, n)
+        for d in demo.VARIANTS
+        for n in notebooks
+        if (n != "05_offline_probe" or d in offline) and (n != "03_token_histograms" or d in coverage)
     }
     for job in cfg.jobs:
         assert (
