@@ -66,7 +66,9 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "(config, lm_head and final norm read header-first); without it, the next data token",
     )
     p.add_argument(
-        "--engine", default="reference", help="load the drafter as reference|sglang|vllm|eagle|speculators"
+        "--engine",
+        default="reference",
+        help="load the drafter as reference (as its writer meant it) or as an engine release loads it: NAME[==VERSION], e.g. sglang, sglang==0.5.11, vllm",
     )
     p.add_argument("--k", type=int, default=3, help="draft steps (default 3)")
     p.add_argument("--format", default="auto", choices=["auto", "specforge", "speculators", "eagle"])

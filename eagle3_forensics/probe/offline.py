@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from eagle3_forensics.checks.data import Examples, check_shards
+from eagle3_forensics.engines import resolve_release
 from eagle3_forensics.errors import BadArgumentsError, ExitCode, UnusableInputError
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.dumps.layouts import LAYOUTS, POST, PRE
@@ -48,7 +49,6 @@ from eagle3_forensics.reference.drafter import (
 from eagle3_forensics.vocab.coverage import token_table
 
 PARTIAL_SCHEMA = "eagle3-forensics/probe-offline-partial/1"
-ENGINE_CHOICES = ("reference", "sglang", "vllm", "eagle", "speculators")
 WORST = 10  # worst samples kept
 DEFAULT_BUCKET = 32  # tokens per bucket of the along-the-sequence table
 LABEL_CHUNK = 1024  # positions per lm_head matmul (bounded memory for big vocabularies)
@@ -69,20 +69,13 @@ OFFLINE_CONVENTIONS: dict[str, str] = {
 
 
 def parse_engine(text: str) -> str:
-    """``NAME`` (``reference``, ``sglang``, ``vllm``, ``eagle``, ``speculators``) -> the view name.
-
-    ``NAME==VERSION`` is accepted by the grammar but refused until engine tables are resolved by
-    release; this is the one place to change when they are."""
-    name, sep, _version = text.partition("==")
-    name = name.strip()
-    if name not in ENGINE_CHOICES:
-        raise BadArgumentsError(f"unknown engine {name!r}; choose from {', '.join(ENGINE_CHOICES)}")
-    if sep:
-        raise BadArgumentsError(
-            f"--engine {text}: engine tables are not resolved by release yet; give the name alone "
-            f"({name}) to use the one table there is"
-        )
-    return name
+    """``reference`` or one engine release, ``NAME[==VERSION]`` (``sglang``, ``sglang==0.5.11``,
+    ``vllm``, …): the view the drafter is loaded in, as ``probe --engine`` takes it. An unknown
+    engine or release is a :class:`~eagle3_forensics.errors.BadArgumentsError` naming the known ones."""
+    spec = text.strip()
+    if spec != "reference":
+        resolve_release(spec)
+    return spec
 
 
 # ---------------------------------------------------------------------------------------------
@@ -604,28 +597,34 @@ def _first_usable(ds: DumpSet, items: Sequence[Any]) -> Sample | None:
     return None
 
 
-def scan_offline(
+@dataclass
+class OfflineSetup:
+    """What a probe-offline run loads once: the dumps, the drafter as ``engine`` loads it, the teacher."""
+
+    engine: str
+    device: torch.device
+    dtype: torch.dtype
+    dumps: DumpSet
+    first: Sample  # the first sample that can feed an EAGLE-3 probe
+    model: Any
+    fc_in: int
+    teacher: Teacher
+
+
+def open_offline(
     drafter: str | Path,
     data: str | Path,
     *,
     target: str | Path | None = None,
     engine: str = "reference",
-    k: int = 3,
     fmt: str = "auto",
     max_samples: int | None = None,
-    shard: tuple[int, int] | None = None,
     device: str = "auto",
-    bucket: int = DEFAULT_BUCKET,
-    progress: bool = False,
-) -> OfflineCounts:
-    """Score this shard's samples: the mergeable counts (see :func:`finish_probe`)."""
+) -> OfflineSetup:
+    """Open the dumps, load the drafter and the teacher, and check they fit together (one
+    :class:`~eagle3_forensics.errors.UnusableInputError` naming the finding code when not):
+    shared by :func:`scan_offline` and the sample browser (:mod:`eagle3_forensics.probe.samples`)."""
     engine = parse_engine(engine)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise BadArgumentsError(f"--k must be a positive integer, got {k!r}")
-    if max_samples is not None and max_samples < 1:
-        raise BadArgumentsError("--max-samples must be at least 1")
-    if bucket < 1:
-        raise BadArgumentsError("--bucket must be at least 1")
     if not Path(drafter).exists():
         raise UnusableInputError(f"no such drafter checkpoint: {drafter}", path=str(drafter))
     dev = resolve_device(device)
@@ -663,6 +662,36 @@ def scan_offline(
                 f"{info.hidden_size} (DATA_TARGET_MISMATCH)"
             )
         _decide_norm(teacher, first.layout, first)
+    return OfflineSetup(engine, dev, dtype, ds, first, model, fc_in, teacher)
+
+
+def scan_offline(
+    drafter: str | Path,
+    data: str | Path,
+    *,
+    target: str | Path | None = None,
+    engine: str = "reference",
+    k: int = 3,
+    fmt: str = "auto",
+    max_samples: int | None = None,
+    shard: tuple[int, int] | None = None,
+    device: str = "auto",
+    bucket: int = DEFAULT_BUCKET,
+    progress: bool = False,
+) -> OfflineCounts:
+    """Score this shard's samples: the mergeable counts (see :func:`finish_probe`)."""
+    engine = parse_engine(engine)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise BadArgumentsError(f"--k must be a positive integer, got {k!r}")
+    if max_samples is not None and max_samples < 1:
+        raise BadArgumentsError("--max-samples must be at least 1")
+    if bucket < 1:
+        raise BadArgumentsError("--bucket must be at least 1")
+    setup = open_offline(
+        drafter, data, target=target, engine=engine, fmt=fmt, max_samples=max_samples, device=device
+    )
+    engine, dev, dtype, ds = setup.engine, setup.device, setup.dtype, setup.dumps
+    model, fc_in, teacher = setup.model, setup.fc_in, setup.teacher
     in_vocab = torch.zeros(
         max(int(model.spec.vocab_size), int(model.target_ids().max()) + 1), dtype=torch.bool
     )
@@ -824,14 +853,15 @@ def load_worst_sample(result: OfflineProbeResult, n: int = 0) -> Sample:
 
 
 __all__ = [
-    "ENGINE_CHOICES",
     "OFFLINE_CONVENTIONS",
     "PARTIAL_SCHEMA",
     "OfflineCounts",
     "OfflineProbeResult",
+    "OfflineSetup",
     "finish_probe",
     "load_worst_sample",
     "merge_counts",
+    "open_offline",
     "parse_engine",
     "probe_offline",
     "scan_offline",

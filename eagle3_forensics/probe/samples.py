@@ -14,19 +14,11 @@ from pathlib import Path
 
 import torch
 
-from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
+from eagle3_forensics.errors import BadArgumentsError
 from eagle3_forensics.io.dumps.layouts import LAYOUTS
-from eagle3_forensics.io.dumps.read import Item, open_dumps
-from eagle3_forensics.probe.offline import (
-    Teacher,
-    _decide_norm,
-    _first_usable,
-    _slots,
-    _target_teacher,
-    parse_engine,
-)
+from eagle3_forensics.io.dumps.read import Item
+from eagle3_forensics.probe.offline import _slots, open_offline
 from eagle3_forensics.probe.teacher_forced import score_sequence
-from eagle3_forensics.reference.drafter import default_dtype, load_drafter, resolve_device, target_files
 
 
 @dataclass
@@ -82,23 +74,13 @@ class SampleScorer:
     ) -> None:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise BadArgumentsError(f"k must be a positive integer, got {k!r}")
-        self.k = k
-        self.engine = parse_engine(engine)
-        self.device = resolve_device(device)
-        tside = target_files(target) if target is not None else None
-        self.dumps = open_dumps(data, "auto", hidden_size_hint=None if tside is None else tside.hidden_size)
-        self.items: list[Item] = self.dumps.select(max_samples)
-        first = _first_usable(self.dumps, self.items)
-        if first is None:
-            raise UnusableInputError(f"no sample under {data} can feed an EAGLE-3 probe")
-        self.model = load_drafter(
-            drafter, tside, self.engine, device=self.device, dtype=default_dtype(self.device)
+        setup = open_offline(
+            drafter, data, target=target, engine=engine, max_samples=max_samples, device=device
         )
-        self.fc_in = int(self.model.fc.weight.shape[1])
-        self.teacher = Teacher("data")
-        if target is not None:
-            self.teacher, _info = _target_teacher(target, self.device)
-            _decide_norm(self.teacher, first.layout, first)
+        self.k = k
+        self.engine, self.device, self.dumps = setup.engine, setup.device, setup.dumps
+        self.model, self.fc_in, self.teacher = setup.model, setup.fc_in, setup.teacher
+        self.items: list[Item] = self.dumps.select(max_samples)
 
     def score(self, index: int) -> SampleScores:
         """Score the sample at ``index`` of the sorted dump list (``Item.index``)."""

@@ -151,22 +151,16 @@ def test_eagle12_data_is_explained(tmp_path: Path) -> None:
 
 
 def test_engine_argument(capsys: pytest.CaptureFixture[str]) -> None:
-    assert (
-        main(
-            [
-                "probe-offline",
-                str(HEALTHY),
-                "--data",
-                str(DUMPS["specforge"]),
-                "--engine",
-                "vllm==0.11.0",
-                "--json",
-            ]
+    """``--engine`` takes ``reference`` or a release, as ``probe`` does; anything else is exit 2."""
+    for bad in ("vlm", "vllm==banana", "all"):
+        assert (
+            main(
+                ["probe-offline", str(HEALTHY), "--data", str(DUMPS["specforge"]), "--engine", bad, "--json"]
+            )
+            == 2
         )
-        == 2
-    )
-    obj = json.loads(capsys.readouterr().out)
-    assert obj["error"]["code"] == "BAD_ARGUMENTS" and "release" in obj["error"]["message"]
+        obj = json.loads(capsys.readouterr().out)
+        assert obj["error"]["code"] == "BAD_ARGUMENTS", (bad, obj)
     code, obj = _cli(
         "probe-offline",
         str(HEALTHY),
@@ -175,13 +169,28 @@ def test_engine_argument(capsys: pytest.CaptureFixture[str]) -> None:
         "--target",
         str(TARGET),
         "--engine",
-        "vllm",
+        "vllm==0.11.0",  # between the tables read: judged by vLLM 0.10.2's
         "--device",
         "cpu",
         "--max-samples",
         "4",
     )
-    assert code == 0 and obj["engine"] == "vllm" and obj["samples"]["files"] == 4
+    assert code == 0 and obj["engine"] == "vllm==0.11.0" and obj["samples"]["files"] == 4
+
+
+def test_seed_case_offline_by_release() -> None:
+    """The seed drafter (``layers.0.*`` keys beside a flat config) on its own training data: SGLang
+    0.5.11 drops the decoder layer and the drafter collapses; 0.5.23 loads it and it accepts like
+    the reference."""
+    layers_flat = DEMO / "drafters" / "layers_flat"
+    common = ("--data", str(DUMPS["specforge"]), "--target", str(TARGET), "--device", "cpu")
+    sal = {}
+    for engine in ("reference", "sglang==0.5.11", "sglang==0.5.23"):
+        code, obj = _cli("probe-offline", str(layers_flat), *common, "--engine", engine)
+        assert code == 0, obj
+        sal[engine] = obj["teacher_forced"]["simulated_acceptance_length"]
+    assert sal["sglang==0.5.11"] < 1.2 < 2.5 < sal["reference"], sal
+    assert sal["sglang==0.5.23"] == pytest.approx(sal["reference"], abs=0.01), sal
 
 
 def _files(root: Path) -> list[str]:
