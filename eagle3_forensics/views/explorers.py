@@ -36,6 +36,7 @@ from eagle3_forensics.views.widgets import (
     MAX_ROWS,
     STATIC_NOTE,
     Explorer,
+    live_html,
     probe_html,
     probe_line,
     tensor_key_table,
@@ -130,7 +131,6 @@ def key_browser(
 
     def build() -> Any:
         import ipywidgets as w  # optional: ipywidgets
-        from IPython.display import HTML, display  # optional: IPython
 
         options = [("every key", ANY)] + [(f"{f} ({n})", f) for f, n in fate_filters(diagnosis)]
         pick = w.Dropdown(
@@ -140,19 +140,12 @@ def key_browser(
             layout=w.Layout(width="24em"),
         )
         text = w.Text(value=query, placeholder="key name contains (or re:PATTERN)", description="name")
-        out = w.Output()
-
-        def refresh(_change: Any = None) -> None:
-            out.clear_output(wait=True)
-            with out:
-                display(HTML(_key_html(diagnosis, inspection, pick.value, text.value)))
-
-        pick.observe(refresh, names="value")
-        text.observe(refresh, names="value")
-        refresh()
-        box = w.VBox([w.HBox([pick, text]), out])
-        box.add_class("e3f-key-browser")
-        return box
+        return live_html(
+            w.HBox([pick, text]),
+            [pick, text],
+            lambda: _key_html(diagnosis, inspection, pick.value, text.value),
+            "e3f-key-browser",
+        )
 
     return Explorer("Key browser by engine fate", static, build, interactive)
 
@@ -234,23 +227,15 @@ def map_compare(
 
     def build() -> Any:
         import ipywidgets as w  # optional: ipywidgets
-        from IPython.display import HTML, display  # optional: IPython
 
         pa = w.Dropdown(options=names, value=first if first in names else names[0], description="map A")
         pb = w.Dropdown(options=names, value=second if second in names else names[1], description="map B")
-        out = w.Output()
-
-        def refresh(_change: Any = None) -> None:
-            out.clear_output(wait=True)
-            with out:
-                display(HTML(_compare_html(maps, pa.value, pb.value, tokens, counts)))
-
-        pa.observe(refresh, names="value")
-        pb.observe(refresh, names="value")
-        refresh()
-        box = w.VBox([w.HBox([pa, pb]), out])
-        box.add_class("e3f-map-compare")
-        return box
+        return live_html(
+            w.HBox([pa, pb]),
+            [pa, pb],
+            lambda: _compare_html(maps, pa.value, pb.value, tokens, counts),
+            "e3f-map-compare",
+        )
 
     return Explorer("Compare two vocabulary maps", static, build, interactive)
 
@@ -338,7 +323,6 @@ def coverage_explorer(
 
     def build() -> Any:
         import ipywidgets as w  # optional: ipywidgets
-        from IPython.display import HTML, display  # optional: IPython
 
         slider = w.IntSlider(
             value=min(max(start, 1), big_v),
@@ -350,19 +334,12 @@ def coverage_explorer(
         )
         classes = token_classes(tokens)
         pick = w.Dropdown(options=classes, value=klass if klass in classes else "all", description="class")
-        out = w.Output()
-
-        def refresh(_change: Any = None) -> None:
-            out.clear_output(wait=True)
-            with out:
-                display(HTML(_coverage_html(c, mapping, slider.value, tokens, pick.value)))
-
-        slider.observe(refresh, names="value")
-        pick.observe(refresh, names="value")
-        refresh()
-        box = w.VBox([w.HBox([slider, pick]), out])
-        box.add_class("e3f-coverage")
-        return box
+        return live_html(
+            w.HBox([slider, pick]),
+            [slider, pick],
+            lambda: _coverage_html(c, mapping, slider.value, tokens, pick.value),
+            "e3f-coverage",
+        )
 
     return Explorer("Coverage by draft-vocabulary size and token class", static, build, interactive)
 
@@ -586,7 +563,6 @@ def sample_browser(
 
     def build() -> Any:
         import ipywidgets as w  # optional: ipywidgets
-        from IPython.display import HTML, display  # optional: IPython
 
         values = {v for _, v in choices}
         pick = w.Dropdown(
@@ -595,18 +571,9 @@ def sample_browser(
             description="sample",
             layout=w.Layout(width="32em"),
         )
-        out = w.Output()
-
-        def refresh(_change: Any = None) -> None:
-            out.clear_output(wait=True)
-            with out:
-                display(HTML(_sample_html(scorer, int(pick.value), tokens)))
-
-        pick.observe(refresh, names="value")
-        refresh()
-        box = w.VBox([pick, out])
-        box.add_class("e3f-sample-browser")
-        return box
+        return live_html(
+            pick, [pick], lambda: _sample_html(scorer, int(pick.value), tokens), "e3f-sample-browser"
+        )
 
     return Explorer("Sample browser", static, build, interactive)
 

@@ -271,7 +271,6 @@ def tensor_browser(
 
     def build() -> Any:
         import ipywidgets as w  # optional: ipywidgets
-        from IPython.display import HTML, display  # optional: IPython
 
         text = w.Text(
             value=query,
@@ -283,17 +282,9 @@ def tensor_browser(
         act = w.Dropdown(
             options=[("any action", "")] + [(a, a) for a in ACTIONS], value=action or "", description="action"
         )
-        out = w.Output()
-
-        def refresh(_change: Any = None) -> None:
-            out.clear_output(wait=True)
-            with out:
-                display(HTML(_tensor_html(d, ins, text.value, act.value or None)))
-
-        text.observe(refresh, names="value")
-        act.observe(refresh, names="value")
-        refresh()
-        return w.VBox([w.HBox([text, act]), out])
+        return live_html(
+            w.HBox([text, act]), [text, act], lambda: _tensor_html(d, ins, text.value, act.value or None)
+        )
 
     return Explorer("Tensor / key browser", static, build, interactive)
 
@@ -593,7 +584,6 @@ def token_lookup(
 
     def build() -> Any:
         import ipywidgets as w  # optional: ipywidgets
-        from IPython.display import HTML, display  # optional: IPython
 
         text = w.Text(
             value="",
@@ -602,17 +592,7 @@ def token_lookup(
             continuous_update=False,
             layout=w.Layout(width="28em"),
         )
-        out = w.Output()
-
-        def refresh(_change: Any = None) -> None:
-            out.clear_output(wait=True)
-            q = text.value
-            with out:
-                display(HTML(_lookup_html(data, [q] if q else initial)))
-
-        text.observe(refresh, names="value")
-        refresh()
-        return w.VBox([text, out])
+        return live_html(text, [text], lambda: _lookup_html(data, [text.value] if text.value else initial))
 
     return Explorer("Draft ↔ target token lookup", static, build, interactive)
 
@@ -740,3 +720,28 @@ def probe_controls(
 def note_html(text: str) -> str:
     """A small grey note (escaped), as the explorers show it under a view."""
     return _note(text)
+
+
+def live_html(
+    header: Any, watched: Sequence[Any], render: Callable[[], str], css_class: str | None = None
+) -> Any:
+    """The explorers' live layout: ``header`` (a widget) above an output that shows ``render()``,
+    redrawn whenever one of the ``watched`` controls changes value; ``css_class`` names the box
+    (the browser test finds explorers by it)."""
+    import ipywidgets as w  # optional: ipywidgets
+    from IPython.display import HTML, display  # optional: IPython
+
+    out = w.Output()
+
+    def refresh(_change: Any = None) -> None:
+        out.clear_output(wait=True)
+        with out:
+            display(HTML(render()))
+
+    for control in watched:
+        control.observe(refresh, names="value")
+    refresh()
+    box = w.VBox([header, out])
+    if css_class:
+        box.add_class(css_class)
+    return box
