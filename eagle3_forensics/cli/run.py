@@ -23,6 +23,7 @@ def run(args: argparse.Namespace) -> int:
         baseline=args.baseline,
         previous=args.previous,
         workers=args.workers,
+        kernels=args.kernels,
         progress=not args.no_progress,
         write_baseline=args.write_baseline,
         **run_kwargs(args),  # --history, --gate-window, --trend-runs, --bundle, --shard
@@ -63,6 +64,12 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     )
     ru.add_argument(
         "--workers", type=int, help="notebooks executed at once (default: the config's `workers`)"
+    )
+    ru.add_argument(
+        "--kernels",
+        choices=("warm", "fresh"),
+        help="warm: kernels forked from one process with torch & co. imported (fast); fresh: each "
+        "kernel started the ordinary way (default: the config's `kernels`, else warm)",
     )
     ru.add_argument("--write-baseline", metavar="FILE", help="also write a baseline from this run's results")
     ru.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -28,6 +28,7 @@ NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 DEFAULT_PATH_PARAMETERS = ("checkpoint", "target", "ids", "corpus", "prompts", "variants")
 DEFAULT_TOLERANCE = {"acceptance_length": 0.1, "per_position": 0.1}
 DEFAULT_POOL = "default"
+KERNEL_MODES = ("warm", "fresh")
 _CONFIG_KEYS = {
     "name",
     "description",
@@ -35,6 +36,7 @@ _CONFIG_KEYS = {
     "timeout",
     "start_timeout",
     "workers",
+    "kernels",
     "env",
     "show_code",
     "path_parameters",
@@ -78,6 +80,7 @@ class RunConfig:
     description: str = ""
     fingerprint: str = ""
     pools: dict[str, list[str]] = field(default_factory=dict)  # pool -> notebooks (the rest: DEFAULT_POOL)
+    kernels: str = "warm"  # "warm": forked from one preloaded process (runs.warm); "fresh": one start each
 
 
 def notebook_parameters(path: str | Path) -> dict[str, Any]:
@@ -287,6 +290,9 @@ def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str |
         }
     )
     workers = _config_number(data.get("workers") or 1, "workers", int)
+    kernels = str(data.get("kernels") or "warm")
+    if kernels not in KERNEL_MODES:
+        raise UnusableInputError(f"config: kernels must be one of {', '.join(KERNEL_MODES)}, not {kernels!r}")
     return RunConfig(
         name=str(data.get("name") or (Path(source).stem if source else "run")),
         source=source,
@@ -303,6 +309,7 @@ def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str |
         description=str(data.get("description") or ""),
         fingerprint=config_fingerprint(data, jobs),
         pools=pools,
+        kernels=kernels,
     )
 
 
@@ -348,6 +355,7 @@ def config_fingerprint(data: dict[str, Any], jobs: Sequence[Job]) -> str:
 __all__ = [
     "DEFAULT_POOL",
     "DEFAULT_TOLERANCE",
+    "KERNEL_MODES",
     "Job",
     "RunConfig",
     "config_fingerprint",

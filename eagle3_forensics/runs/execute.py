@@ -19,13 +19,14 @@ import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from eagle3_forensics.runs import warm
 from eagle3_forensics.runs.config import Job
 from eagle3_forensics.runs.kernel import KERNEL_NAME, kernel_env
 from eagle3_forensics.runs.record import ENV_VAR, acceptance_metrics, read_records
@@ -76,6 +77,15 @@ def _cells_ran(executed: Path) -> bool:
     )
 
 
+# for every kernel, after the config's env (explorers render static HTML; ipykernel picks the inline
+# backend only when MPLBACKEND is unset)
+_KERNEL_ENV: dict[str, str | None] = {
+    "E3F_INTERACTIVE": "0",
+    "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+    "MPLBACKEND": None,
+}
+
+
 def execute_job(job: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     """Run one notebook, read its sidecar, render its HTML. Never raises: failures are in the result."""
     import papermill  # optional: papermill (the notebooks extra)
@@ -104,12 +114,11 @@ def execute_job(job: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]
     }
     env: dict[str, str | None] = {
         **settings.get("env", {}),
-        **kernel_env(),  # the kernelspec eagle3-forensics starts this interpreter, installed or not
+        # the kernelspec eagle3-forensics starts this interpreter, installed or not; in a warm run, a
+        # client of the run's zygote (runs.warm)
+        **(settings.get("kernel_env") or kernel_env()),
         ENV_VAR: str(sidecar),
-        "E3F_INTERACTIVE": "0",
-        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-        # ipykernel picks the inline backend only when MPLBACKEND is unset
-        "MPLBACKEND": None,
+        **_KERNEL_ENV,
     }
     start = time.perf_counter()
     with _env(env):
@@ -273,24 +282,11 @@ def execute_jobs(
     history = _durations(out / "summary.json")
     todo.sort(key=lambda ij: -history.get((ij[1]["drafter"], ij[1]["notebook"]), math.inf))
     try:
-        if workers <= 1:
-            for i, job in todo:
-                done(i, execute_job(job, settings))
-        else:
-            # one process per worker (spawned: no inherited threads or kernel state); papermill and
-            # nbconvert are imported once per worker, kernels are still one per notebook
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                futures: dict[Future[dict[str, Any]], tuple[int, dict[str, Any]]] = {
-                    pool.submit(execute_job, job, settings): (i, job) for i, job in todo
-                }
-                for fut in as_completed(futures):
-                    i, job = futures[fut]
-                    try:
-                        res = fut.result()
-                    except Exception as exc:  # a worker died: record it, keep going
-                        res = _worker_failed(job, exc)
-                    done(i, res)
+        with ExitStack() as stack:
+            if settings.get("kernels", "warm") == "warm" and warm.supported():
+                zygote = stack.enter_context(warm.WarmKernels(_kernel_overrides(settings)))
+                settings = {**settings, "kernel_env": zygote.kernel_env()}
+            _execute(todo, settings, workers, done)
     finally:
         bar.close()
     runs: list[dict[str, Any]] = []
@@ -300,6 +296,37 @@ def execute_jobs(
         item.update(extract(records))
         runs.append(item)
     return runs
+
+
+def _kernel_overrides(settings: dict[str, Any]) -> dict[str, str | None]:
+    """The environment :func:`execute_job` gives every kernel, less the per-job sidecar."""
+    return {**settings.get("env", {}), **_KERNEL_ENV}
+
+
+def _execute(
+    todo: list[tuple[int, dict[str, Any]]],
+    settings: dict[str, Any],
+    workers: int,
+    done: Callable[[int, dict[str, Any]], None],
+) -> None:
+    if workers <= 1:
+        for i, job in todo:
+            done(i, execute_job(job, settings))
+    else:
+        # one process per worker (spawned: no inherited threads or kernel state); papermill and
+        # nbconvert are imported once per worker, kernels are still one per notebook
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futures: dict[Future[dict[str, Any]], tuple[int, dict[str, Any]]] = {
+                pool.submit(execute_job, job, settings): (i, job) for i, job in todo
+            }
+            for fut in as_completed(futures):
+                i, job = futures[fut]
+                try:
+                    res = fut.result()
+                except Exception as exc:  # a worker died: record it, keep going
+                    res = _worker_failed(job, exc)
+                done(i, res)
 
 
 __all__ = ["KERNEL_NAME", "execute_job", "execute_jobs", "extract"]

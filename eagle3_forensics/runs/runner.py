@@ -29,6 +29,7 @@ from typing import Any
 from eagle3_forensics.errors import BadArgumentsError
 from eagle3_forensics.runs.config import (
     DEFAULT_TOLERANCE,
+    KERNEL_MODES,
     Job,
     RunConfig,
     config_from_dict,
@@ -71,6 +72,7 @@ def run(
     baseline: str | Path | None = None,
     previous: str | Path | None = None,
     workers: int | None = None,
+    kernels: str | None = None,
     progress: bool = True,
     write_baseline: str | Path | None = None,
     log: Callable[[str], None] | None = None,
@@ -81,7 +83,8 @@ def run(
     shard: Shard | str | None = None,
 ) -> int:
     """Execute every job of ``config`` (or of one ``shard``); write ``summary.json`` and ``index.html``
-    (a shard: ``part.json``) under ``out_dir``.
+    (a shard: ``part.json``) under ``out_dir``. ``kernels`` (``warm``/``fresh``, see
+    :mod:`eagle3_forensics.runs.warm`) and ``workers`` override the config's.
 
     Returns the exit code: 0 when every notebook ran (and the gate passed, with a reference), 1
     otherwise. Bad options raise :class:`~eagle3_forensics.errors.BadArgumentsError` before anything runs.
@@ -95,6 +98,8 @@ def run(
             "give it to `merge-runs`, not to a --shard"
         )
     finish.check(config.tolerance)
+    if kernels is not None and kernels not in KERNEL_MODES:
+        raise BadArgumentsError(f"kernels must be one of {', '.join(KERNEL_MODES)}, not {kernels!r}")
     jobs = config.jobs if sh is None else shard_jobs(config, sh)
     out = Path(out_dir).resolve()  # absolute: the kernels run in the notebooks folder, not in our cwd
     out.mkdir(parents=True, exist_ok=True)
@@ -109,6 +114,7 @@ def run(
         "env": config.env,
         "show_code": config.show_code,
         "name": config.name,
+        "kernels": kernels or config.kernels,
     }
 
     def say(msg: str) -> None:
@@ -122,7 +128,10 @@ def run(
         if sh is None
         else f"shard {sh}: {len(jobs)} of {len(config.jobs)} notebook runs"
     )
-    say(f"eagle3-forensics run: {what}, {n_workers} worker(s), per-cell timeout {config.timeout}s -> {out}")
+    say(
+        f"eagle3-forensics run: {what}, {n_workers} worker(s), {settings['kernels']} kernels, "
+        f"per-cell timeout {config.timeout}s -> {out}"
+    )
     runs = execute_jobs(jobs, settings, n_workers, progress)
     meta = run_meta(config)
     if sh is not None:
