@@ -41,7 +41,8 @@
 checkpoint = "../data/demo/drafters/healthy"  # drafter directory (config.json + weights)
 data = "../data/demo/dumps/specforge"  # dump directory (SpecForge, speculators or EAGLE layout)
 target = "../data/demo/target"  # target directory (config, lm_head, final norm), or None: the data teacher
-engine = "reference"  # "reference" or an engine release: "sglang", "sglang==0.5.11", "vllm", ...
+# engine: "reference" or an engine release ("sglang", "vllm", ...: the newest; "sglang==0.5.11": that one)
+engine = "reference"
 k = 3  # draft steps
 device = "cpu"  # "auto" (CUDA in bf16 when present), "cpu" or "cuda"
 bucket = 8  # tokens per bucket of the along-the-sequence table

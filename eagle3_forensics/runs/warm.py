@@ -129,7 +129,8 @@ class WarmKernels:
         return str(self._dir / "zygote.sock")
 
     def __enter__(self) -> WarmKernels:
-        self._dir = Path(tempfile.mkdtemp(prefix="e3f-warm-"))  # short: a socket path has ≤ 107 bytes
+        # mode 0700, so only this user reaches the socket; short: a socket path has at most 107 bytes
+        self._dir = Path(tempfile.mkdtemp(prefix="e3f-warm-"))
         env = {k: v for k, v in os.environ.items()}
         for k, v in self._env.items():
             if v is None:
@@ -139,7 +140,7 @@ class WarmKernels:
         # The zygote does not wait for its parent to ask: it binds, preloads and serves; a client
         # that comes early waits in the listen backlog. stdin is the lifeline: EOF ends the zygote.
         self._proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            [sys.executable, "-m", __name__, "zygote", self.socket_path],
+            [sys.executable, "-m", _MODULE, "zygote", self.socket_path],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             env=env,
@@ -174,6 +175,7 @@ class WarmKernels:
 
 
 KERNEL_NAME = "eagle3-forensics"  # == runs.kernel.KERNEL_NAME, kept here so the client imports nothing
+_MODULE = "eagle3_forensics.runs.warm"  # not __name__: that is "__main__" in the zygote and the client
 
 
 def kernelspec(socket_path: str) -> dict[str, Any]:
@@ -184,7 +186,7 @@ def kernelspec(socket_path: str) -> dict[str, Any]:
     argv = list(spec["argv"])
     # [python, -m, ipykernel_launcher, -f, {connection_file}]: the client takes the kernel's arguments
     rest = argv[3:] if argv[1:3] == ["-m", "ipykernel_launcher"] else ["-f", "{connection_file}"]
-    spec["argv"] = [sys.executable, "-m", __name__, "kernel", socket_path, *rest]
+    spec["argv"] = [sys.executable, "-m", _MODULE, "kernel", socket_path, *rest]
     spec["display_name"] = "eagle3-forensics (warm)"
     return spec
 
@@ -347,7 +349,13 @@ def _serve_one(listener: socket.socket, children: set[int], zygote_cwd: str) -> 
         return
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # out of processes or memory: this client starts an ordinary kernel instead
+        for fd in fds:
+            os.close(fd)
+        conn.close()
+        return
     if pid == 0:  # the child never returns into the loop
         try:
             conn.settimeout(None)

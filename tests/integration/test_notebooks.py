@@ -130,6 +130,16 @@ def test_notebook_hygiene(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_papermill_reads_the_same_parameters_as_the_runner(path: Path) -> None:
+    """papermill skips a parameter line with two '=' (a comment quoting ``sglang==0.5.11``) and then
+    warns "Passed unknown parameter" for a name the notebook does declare."""
+    papermill = pytest.importorskip("papermill")
+    from eagle3_forensics.runs.config import notebook_parameters
+
+    assert set(papermill.inspect_notebook(str(path))) == set(notebook_parameters(path))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_notebook_code_cells_hold_no_logic(path: Path) -> None:
     nb = nbformat.read(str(path), as_version=4)
     code_cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" not in _tags(c)]

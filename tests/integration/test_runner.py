@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from builders import TENSOR_PAYLOAD
+from notebook_builders import write_notebook
 
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("papermill")
@@ -102,23 +103,10 @@ def test_demo_baseline_expects_the_demo_findings() -> None:
     assert base["drafters"]["d2t_absolute"]["acceptance_length"]["value"] < 1.2
 
 
-def _nb(path: Path, *cells: tuple[str, str]) -> Path:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}}
-    for i, (kind, src) in enumerate(cells):
-        cell = nbformat.v4.new_code_cell(src) if kind != "md" else nbformat.v4.new_markdown_cell(src)
-        if kind == "parameters":
-            cell.metadata["tags"] = ["parameters"]
-        cell["id"] = f"c{i}"
-        nb.cells.append(cell)
-    nbformat.write(nb, str(path))
-    return path
-
-
 def test_config_errors_are_caught_before_running(tmp_path: Path) -> None:
     nbs = tmp_path / "nbs"
     nbs.mkdir()
-    _nb(nbs / "01_a.ipynb", ("parameters", "checkpoint = None\nvalue = 1"))
+    write_notebook(nbs / "01_a.ipynb", ("parameters", "checkpoint = None\nvalue = 1"))
     base = {"notebooks_dir": str(nbs), "drafters": {"d": str(tmp_path)}}
     cfg = config_from_dict({**base, "notebooks": {"01_a": {"value": 2}}, "parameters": {"unused": 1}})
     assert cfg.jobs[0].parameters == {"checkpoint": str(tmp_path), "value": 2}  # globals only where declared
@@ -176,8 +164,8 @@ def _fake_world(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     nbs = tmp_path / "nbs"
     nbs.mkdir()
     params = ("parameters", "checkpoint = None\nacceptance = 2.0\nerrors = 0")
-    _nb(nbs / "01_records.ipynb", ("md", "# records"), params, ("code", OK_SOURCE))
-    _nb(
+    write_notebook(nbs / "01_records.ipynb", ("md", "# records"), params, ("code", OK_SOURCE))
+    write_notebook(
         nbs / "02_fails.ipynb",
         ("md", "# fails"),
         params,

@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from notebook_builders import write_notebook
 
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("papermill")
@@ -267,24 +268,11 @@ print("done")
 """
 
 
-def _nb(path: Path, *cells: tuple[str, str]) -> Path:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}}
-    for i, (kind, src) in enumerate(cells):
-        cell = nbformat.v4.new_code_cell(src) if kind != "md" else nbformat.v4.new_markdown_cell(src)
-        if kind == "parameters":
-            cell.metadata["tags"] = ["parameters"]
-        cell["id"] = f"c{i}"
-        nb.cells.append(cell)
-    nbformat.write(nb, str(path))
-    return path
-
-
 def _night(tmp: Path, acceptance: float, errors: int) -> Path:
     nbs = tmp / "nbs"
     if not nbs.is_dir():
         nbs.mkdir()
-        _nb(
+        write_notebook(
             nbs / "01_records.ipynb",
             ("parameters", "checkpoint = None\nacceptance = 2.0\nerrors = 0"),
             ("code", RECORDS),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from notebook_builders import write_notebook
 
 nbformat = pytest.importorskip("nbformat")
 papermill = pytest.importorskip("papermill")
@@ -76,19 +77,6 @@ record("metrics", {
 """
 
 
-def _nb(path: Path, *cells: tuple[str, str]) -> Path:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}}
-    for i, (kind, src) in enumerate(cells):
-        cell = nbformat.v4.new_code_cell(src)
-        if kind == "parameters":
-            cell.metadata["tags"] = ["parameters"]
-        cell["id"] = f"c{i}"
-        nb.cells.append(cell)
-    nbformat.write(nb, str(path))
-    return path
-
-
 def _run(tmp_path: Path, data: dict[str, Any], name: str) -> dict[str, Any]:
     out = tmp_path / name
     cfg = config_from_dict(data, base=tmp_path)
@@ -114,10 +102,10 @@ def test_a_warm_kernel_looks_like_a_fresh_one_and_keeps_nothing_of_another(tmp_p
     nbs = tmp_path / "nbs"
     nbs.mkdir()
     params = ("parameters", "checkpoint = None")
-    _nb(nbs / "01_look.ipynb", params, ("code", LOOK))
+    write_notebook(nbs / "01_look.ipynb", params, ("code", LOOK))
     # module state is per process: what one notebook does to a preloaded module, the next never sees
-    _nb(nbs / "02_mark.ipynb", params, ("code", "import torch\ntorch._e3f_mark = 1"))
-    _nb(
+    write_notebook(nbs / "02_mark.ipynb", params, ("code", "import torch\ntorch._e3f_mark = 1"))
+    write_notebook(
         nbs / "03_check.ipynb",
         params,
         (
@@ -158,9 +146,9 @@ def test_timeouts_and_dead_kernels_fail_as_usual_and_leave_no_process(tmp_path: 
     pid = (
         "import os\nfrom eagle3_forensics.runs.record import record\nrecord('metrics', {'pid': os.getpid()})"
     )
-    _nb(nbs / "01_slow.ipynb", params, ("code", pid), ("code", "import time\ntime.sleep(120)"))
-    _nb(nbs / "02_dies.ipynb", params, ("code", pid), ("code", "os._exit(3)"))
-    _nb(nbs / "03_ok.ipynb", params, ("code", pid), ("code", BLAS))
+    write_notebook(nbs / "01_slow.ipynb", params, ("code", pid), ("code", "import time\ntime.sleep(120)"))
+    write_notebook(nbs / "02_dies.ipynb", params, ("code", pid), ("code", "os._exit(3)"))
+    write_notebook(nbs / "03_ok.ipynb", params, ("code", pid), ("code", BLAS))
     data = {
         "notebooks_dir": str(nbs),
         "workers": 2,
@@ -200,7 +188,7 @@ def test_without_a_zygote_the_kernelspec_starts_an_ordinary_kernel(tmp_path: Pat
     spec_dir.mkdir(parents=True)
     spec = warm.kernelspec(str(tmp_path / "no-such.sock"))
     (spec_dir / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
-    nb = _nb(
+    nb = write_notebook(
         tmp_path / "argv.ipynb",
         ("code", "import sys\nfrom eagle3_forensics.runs.record import record\nrecord('argv0', sys.argv[0])"),
     )

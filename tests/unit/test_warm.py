@@ -52,6 +52,12 @@ def test_the_kernelspec_puts_the_client_before_ipykernels_arguments() -> None:
     assert spec["language"] == "python"
 
 
+def test_the_warm_kernelspec_replaces_the_projects_kernel_by_name() -> None:
+    from eagle3_forensics.runs.kernel import KERNEL_NAME
+
+    assert warm.KERNEL_NAME == KERNEL_NAME  # notebooks, papermill and the runner name only this one
+
+
 def test_the_module_entry_point_explains_its_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert warm.main(["nonsense"]) == 2
     assert "usage:" in capsys.readouterr().err
