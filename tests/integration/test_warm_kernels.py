@@ -37,7 +37,7 @@ DEMO = ROOT / "data" / "demo"
 
 # What a notebook can observe of its kernel; every value must be the same in a warm and a fresh one.
 LOOK = """
-import json, os, sys, threading
+import json, os, signal, subprocess, sys, threading
 import ipywidgets  # a fresh kernel registers the widget comm targets here; a warm one already has
 import matplotlib
 from eagle3_forensics.runs.record import record
@@ -59,6 +59,9 @@ record("metrics", {
     "comm_targets": comm_targets,
     "user_ns_torch": "torch" in ip.user_ns,
     "threads_before": threading.active_count() >= 1,
+    "subprocess_ok": subprocess.run([sys.executable, "-c", "pass"]).returncode == 0,  # SIGCHLD as usual
+    "session_leader": os.getsid(0) == os.getpid(),  # jupyter_client starts kernels in a new session
+    "sigint": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
 })
 """
 
