@@ -23,9 +23,9 @@ How (POSIX only, Linux; elsewhere, or with ``kernels: fresh``, every kernel star
 
 The fork happens only while the zygote has a single thread besides numpy's BLAS pool and has not
 initialised CUDA (both checked; it refuses to serve otherwise): on a GPU node each kernel
-initialises CUDA itself, after the fork. Modules that hook into the IPython session when imported are the other hazard:
-:data:`PRELOAD` leaves alone ``matplotlib.pyplot`` and its inline backend, which a kernel imports
-inside its own session (checked). ``ipywidgets`` cannot be left alone: transformers imports
+initialises CUDA itself, after the fork. Modules that hook into the IPython session when imported
+are the other hazard: :data:`PRELOAD` leaves alone ``matplotlib.pyplot`` and its inline backend,
+which a kernel imports inside its own session (checked). ``ipywidgets`` cannot be left alone: transformers imports
 tqdm's notebook bars, and with them ipywidgets, whenever ipykernel is loaded, as in any kernel. So
 each forked kernel runs the hooks of :data:`SESSION_HOOKS` once its session exists, before any
 cell, doing what those imports did in a fresh kernel.
@@ -52,7 +52,8 @@ from pathlib import Path
 from typing import Any
 
 #: Imported once by the zygote: what the notebooks' import cells and the probes' model loading
-#: pull in. A module missing here only costs time; one that fails to import stops the zygote.
+#: pull in (a test keeps it in step with notebooks/). A module missing here only costs time; one
+#: that fails to import stops the zygote.
 PRELOAD: tuple[str, ...] = (
     "ipykernel.kernelapp",
     "ipykernel.ipkernel",
@@ -86,6 +87,8 @@ PRELOAD: tuple[str, ...] = (
     "eagle3_forensics.views.server",
     "eagle3_forensics.views.repair",
     "eagle3_forensics.views.vocab_tables",
+    "eagle3_forensics.views.widgets",
+    "eagle3_forensics.views.explorers",
 )
 #: Must not be imported before the fork: at import they register with the running IPython session
 #: (the inline backend's figure hooks), and the zygote has none.

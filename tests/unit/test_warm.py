@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +44,33 @@ def test_preload_refuses_a_module_that_must_load_in_a_session_or_a_running_threa
     assert thread.returncode != 0 and "threads after preloading" in thread.stderr
     missing = _preload(("no_such_module_e3f",), tmp_path)
     assert missing.returncode != 0 and "cannot preload no_such_module_e3f" in missing.stderr
+
+
+@pytest.mark.timeout(180)
+def test_preload_covers_every_module_the_notebooks_import(tmp_path: Path) -> None:
+    """PRELOAD is a list by hand; a notebook that starts importing something new shows up here."""
+    imported: set[str] = set()
+    for source in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+    assert "eagle3_forensics.views.triage" in imported  # the walk sees the import cells
+    code = (
+        "import json, sys\nfrom eagle3_forensics.runs import warm\nwarm.preload()\n"
+        f"print(json.dumps(sorted(m for m in {sorted(imported)!r} if m not in sys.modules)))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
 
 
 def test_the_kernelspec_puts_the_client_before_ipykernels_arguments() -> None:
