@@ -99,6 +99,8 @@ SESSION_HOOKS: tuple[tuple[str, str], ...] = (("ipywidgets", "_handle_ipython"),
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # what ipykernel sets when MPLBACKEND is unset
 READY_TIMEOUT_S = 120.0  # a client waits this long for its fork, then starts an ordinary kernel
 _HEADER = 8  # bytes: big-endian length of a request, or a forked child's pid
+# what the client passes on to the kernel, and the kernel takes back from the zygote's settings
+_FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
 class ZygoteError(RuntimeError):
@@ -231,7 +233,7 @@ def client(socket_path: str, args: list[str]) -> int:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signum)
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+    for sig in (signal.SIGINT, *_FORWARDED):
         signal.signal(sig, forward)
     conn.settimeout(None)
     with contextlib.suppress(OSError):
@@ -258,7 +260,8 @@ def preload(modules: tuple[str, ...] = PRELOAD) -> None:
     # numpy's OpenBLAS starts its thread pool at import (one thread per core unless the env limits
     # it); that pool is fork-safe: OpenBLAS shuts it down at fork (pthread_atfork) and the child
     # starts its own. Any other thread (torch's OpenMP pool once used, a Python thread) is not.
-    blas_pool = _import("numpy") and _threads() - 1
+    _import("numpy")
+    blas_pool = _threads() - 1
     for name in modules:
         _import(name)
     early = [m for m in COLD if m in sys.modules]
@@ -274,25 +277,17 @@ def preload(modules: tuple[str, ...] = PRELOAD) -> None:
         )
 
 
-def _import(name: str) -> bool:
+def _import(name: str) -> None:
     try:
         importlib.import_module(name)
     except Exception as exc:
         raise ZygoteError(f"cannot preload {name}: {type(exc).__name__}: {exc}") from exc
-    return True
 
 
 def _become_kernel(conn: socket.socket, fds: list[int], request: dict[str, Any], zygote_cwd: str) -> None:
     """In the forked child: take over the client's stdio, directory and environment; run a kernel."""
     os.setsid()  # as jupyter_client starts kernels: a terminal's Ctrl-C is the runner's, not ours
-    for sig in (
-        signal.SIGCHLD,
-        signal.SIGTERM,
-        signal.SIGHUP,
-        signal.SIGQUIT,
-        signal.SIGUSR1,
-        signal.SIGUSR2,
-    ):
+    for sig in (signal.SIGCHLD, *_FORWARDED):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for i, fd in enumerate(fds[:3]):
@@ -315,9 +310,7 @@ def _become_kernel(conn: socket.socket, fds: list[int], request: dict[str, Any],
         os._exit(1)
 
     threading.Thread(target=watch, name="e3f-warm-client", daemon=True).start()
-    from ipykernel.kernelapp import (
-        IPKernelApp,
-    )  # heavy: ipykernel (preloaded here; the client never loads it)
+    from ipykernel.kernelapp import IPKernelApp  # heavy: ipykernel (preloaded; not in the client)
 
     code = 0
     try:
@@ -346,18 +339,14 @@ def _serve_one(listener: socket.socket, children: set[int], zygote_cwd: str) -> 
             head += _recv_exact(conn, _HEADER - len(head))
         request = json.loads(_recv_exact(conn, int.from_bytes(head, "big")))
     except (OSError, ValueError):
-        for fd in fds:
-            os.close(fd)
-        conn.close()
+        _drop(conn, fds)
         return
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     try:
         pid = os.fork()
     except OSError:  # out of processes or memory: this client starts an ordinary kernel instead
-        for fd in fds:
-            os.close(fd)
-        conn.close()
+        _drop(conn, fds)
         return
     if pid == 0:  # the child never returns into the loop
         try:
@@ -367,10 +356,15 @@ def _serve_one(listener: socket.socket, children: set[int], zygote_cwd: str) -> 
         finally:
             os._exit(1)
     children.add(pid)
-    for fd in fds:
-        os.close(fd)
     with contextlib.suppress(OSError):
         conn.sendall(pid.to_bytes(_HEADER, "big"))
+    _drop(conn, fds)
+
+
+def _drop(conn: socket.socket, fds: list[int]) -> None:
+    """The zygote's copies of a client's connection and descriptors (a forked child keeps its own)."""
+    for fd in fds:
+        os.close(fd)
     conn.close()
 
 

@@ -17,16 +17,23 @@ from eagle3_forensics.runs.config import config_from_dict
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _preload(modules: tuple[str, ...], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """``warm.preload(modules)`` in a new interpreter (what it imports stays out of this one)."""
-    code = f"from eagle3_forensics.runs import warm\nwarm.preload({modules!r})\nprint('forkable')"
+def _python(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``code`` in a new interpreter (what it imports stays out of this one), ``tmp_path`` on its path."""
+    env = {
+        "PYTHONPATH": f"{tmp_path}:{ROOT}",
+        "OMP_NUM_THREADS": "1",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+    }
     return subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=150, cwd=tmp_path, env=env
+    )
+
+
+def _preload(modules: tuple[str, ...], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``warm.preload(modules)`` in a new interpreter."""
+    return _python(
+        f"from eagle3_forensics.runs import warm\nwarm.preload({modules!r})\nprint('forkable')", tmp_path
     )
 
 
@@ -61,14 +68,7 @@ def test_preload_covers_every_module_the_notebooks_import(tmp_path: Path) -> Non
         "import json, sys\nfrom eagle3_forensics.runs import warm\nwarm.preload()\n"
         f"print(json.dumps(sorted(m for m in {sorted(imported)!r} if m not in sys.modules)))"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=150,
-        cwd=tmp_path,
-        env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-    )
+    proc = _python(code, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
 
