@@ -103,7 +103,7 @@ def schema_reference() -> str:
             "",
             f'??? note "{name}.json (`eagle3-forensics schema {name}`)"',
             "",
-            "    ```json",
+            "    ```text",  # not json: highlighting would quadruple the page (1.1 MB)
             *("    " + line for line in json.dumps(schema, indent=2, ensure_ascii=False).splitlines()),
             "    ```",
             "",
