@@ -169,7 +169,7 @@ def test_readme_is_short_and_its_links_resolve() -> None:
     assert links, "the README links the docs pages"
     for link in links:
         assert (ROOT / link).exists(), link
-    for extra in ("probe", "notebooks", "models", "server", "offline", "dev"):
+    for extra in ("probe", "notebooks", "models", "server", "offline", "docs", "dev"):
         assert f"`{extra}`" in text, extra
     assert "make report" in text and "make test" in text
 
