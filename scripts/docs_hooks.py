@@ -79,13 +79,20 @@ def _command_section(name: str, parser: argparse.ArgumentParser, summary: str, l
 
 def cli_reference() -> str:
     """Markdown for every command of ``eagle3-forensics``, straight from its argparse parsers."""
-    os.environ["COLUMNS"] = WIDTH
     from eagle3_forensics.cli.main import build_parser
 
-    parser = build_parser()
-    out: list[str] = []
-    for name, (sub, summary) in _subparsers(parser).items():
-        out += _command_section(f"{parser.prog} {name}", sub, summary, 2)
+    before = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = WIDTH
+    try:
+        parser = build_parser()
+        out: list[str] = []
+        for name, (sub, summary) in _subparsers(parser).items():
+            out += _command_section(f"{parser.prog} {name}", sub, summary, 2)
+    finally:  # the tests call this in-process: leave the terminal width as it was
+        if before is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = before
     return "\n".join(out)
 
 
