@@ -40,6 +40,9 @@ test: setup  ## lint, type-check and run the test suite (CPU)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
 
+docs: setup  ## the documentation site from docs/ (mkdocs-material, --strict: a broken link, anchor or page fails) -> build/site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
+
 browser: setup  ## Debian's chromium (apt-get, once) and Playwright for Python: what tests/browser needs
 	@if [ -x /usr/bin/chromium ]; then \
 		echo "chromium: $$(/usr/bin/chromium --version 2>/dev/null | tail -1)"; \
@@ -62,7 +65,7 @@ lint: setup  ## ruff + mypy only
 	$(VENV)/bin/ruff format --check eagle3_forensics tests benchmarks scripts notebooks
 	$(VENV)/bin/mypy
 
-# --- the real-engine tier: vLLM's CPU build in its own venv (several GB; see README "Live servers") ---
+# --- the real-engine tier: vLLM's CPU build in its own venv (several GB; see docs/development.md "The engine tier") ---
 ENGINE_VENV := .venv-engine
 ENGINE_PY := $(ENGINE_VENV)/bin/python
 ENGINE_STAMP := $(ENGINE_VENV)/.engine-stamp
@@ -91,7 +94,7 @@ test-engine: $(ENGINE_STAMP)  ## run the real-vLLM tests (marked engine) against
 		timeout 1500 $(ENGINE_PY) -m pytest -q -m engine -p no:cacheprovider tests/engine
 
 # --- the loader tier: each engine's released loader, in-process on the CPU, against the simulation ---
-# (README "Proven against the engines' own loaders"). SGLang and speculators get their own venvs
+# (docs/development.md "The loader tier"). SGLang and speculators get their own venvs
 # (tests/loaders/build_venv.sh: torch 2.13.0+cpu first, the engine with --no-deps, pinned extras);
 # vLLM reuses .venv-engine. A stamp names the release, so changing a version rebuilds that venv.
 LOADERS_SGLANG := 0.5.23
@@ -129,4 +132,4 @@ bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf reports build .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup data notebooks report test lint lab browser bench clean engine-env test-engine
+.PHONY: help setup data notebooks report test lint lab browser bench clean engine-env test-engine docs

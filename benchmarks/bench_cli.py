@@ -17,8 +17,8 @@ The rounds are interleaved (each round runs every contender once, in a rotated o
 load on the shared machine hits all of them alike; medians over the rounds are reported, and
 each CLI figure as a ratio to the floor's median. Target: ``inspect`` and ``diagnose`` within
 3x the floor. ``--checkout DIR`` measures another checkout's package with the same interpreter
-(every process runs in DIR, which comes first on ``sys.path``): how the "before" figure in the
-README was taken.
+(every process runs in DIR, which comes first on ``sys.path``): how the "before" figure in
+docs/benchmarks.md was taken.
 
 Usage::
 

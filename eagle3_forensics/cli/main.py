@@ -2,7 +2,7 @@
 
 One module per command (``cli/<command>.py``, each with ``add_parser(sub, parser_class)`` that sets
 ``func``, and ``json_command`` when it has ``--json``); this module builds the parser from
-:data:`COMMANDS` and maps errors to exit codes (``errors.ExitCode``, README "Exit codes").
+:data:`COMMANDS` and maps errors to exit codes (``errors.ExitCode``, docs/cli.md "Exit codes").
 
 Exit codes: 0 no error finding / success; 1 at least one error finding; 2 unusable input
 or bad arguments (one line on stderr, never a traceback); 3 an internal error (a bug: please report);

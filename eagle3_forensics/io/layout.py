@@ -1,6 +1,6 @@
 """Which trainer wrote a drafter, and how its tensor names are laid out.
 
-Format families (``eagle3-formats.md`` §9 step 1):
+Format families (``docs/reference/formats.md`` §9 step 1):
 
 * ``speculators`` — config has ``speculators_model_type`` / ``transformer_layer_config``;
 * ``specforge`` — flat config with ``architectures == ["LlamaForCausalLMEagle3"]``;

@@ -13,10 +13,10 @@ meant it (``engine="reference"``) or as an engine would load it (``"sglang"``, `
   (run on the same prompts, same device, one token per forward). Speed of both is reported.
 * **teacher-forced estimate** — over the target's own greedy continuations, per-step top-1
   accuracy (unconditional and conditional) and the simulated acceptance length
-  ``1 + Σ_k Π_{j≤k} c_j`` (``acceptance.md`` §3).
+  ``1 + Σ_k Π_{j≤k} c_j`` (``docs/reference/acceptance.md`` §3).
 * **aux-layer sweep** — the teacher-forced estimate with the aux ids shifted by −1, 0, +1.
 
-Metric conventions (``acceptance.md`` §2): *acceptance length* is vLLM's
+Metric conventions (``docs/reference/acceptance.md`` §2): *acceptance length* is vLLM's
 ``1 + accepted / num_drafts`` (includes the bonus token); *per-position cumulative* is vLLM's
 ``accepted_per_pos[i] / num_drafts``; *conditional* is ``per_pos[i] / per_pos[i-1]``;
 *acceptance rate* is ``accepted / drafted`` (no bonus). Sampling is greedy (temperature 0) and

@@ -5,7 +5,7 @@ the drafter against the target's greedy label). Everything a report shows is der
 counts — slots, hits per step, slots where every step so far hit — in
 :meth:`TeacherForced.from_counts`, so a caller that scores slots another way (e.g. from dumped
 hidden states) gets the same metrics. :data:`CONVENTIONS` names the convention of every number the
-probes report (``acceptance.md`` §2, §3).
+probes report (``docs/reference/acceptance.md`` §2, §3).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
 * :mod:`.train` — the small trainers used by :mod:`eagle3_forensics.demo.world`.
 
 Nothing here is copied from an engine; it is written from the description in
-``acceptance.md`` §1 and ``eagle3-formats.md`` §0.
+``docs/reference/acceptance.md`` §1 and ``docs/reference/formats.md`` §0.
 """
 
 from __future__ import annotations

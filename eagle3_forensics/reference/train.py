@@ -204,7 +204,7 @@ def heldout_accuracy(
     ttt_steps: int = 3,
     start: int = 0,
 ) -> list[float]:
-    """Unconditional teacher-forced top-1 accuracy per step (slots ``>= start``), for the README."""
+    """Unconditional teacher-forced top-1 accuracy per step (slots ``>= start``), for the docs."""
     n, t_len = seqs.shape
     s = t_len - 1
     step_tokens = []

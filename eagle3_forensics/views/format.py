@@ -2,7 +2,7 @@
 
 Pure functions (pandas imported lazily, only by the table helpers); no computation beyond formatting.
 
-Conventions (README, "Formatting"):
+Conventions (docs/notebooks.md, "How values read"):
 
 * acceptance length: 2 decimals (``3.10``); acceptance rates, per-position acceptance and other
   fractions in [0, 1]: 3 decimals (``0.873``), never a percentage; shares of a corpus or vocabulary

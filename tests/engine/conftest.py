@@ -19,7 +19,7 @@ FIGURES: dict[str, Any] = {}
 
 @pytest.fixture(scope="session")
 def figures() -> Iterator[dict[str, Any]]:
-    """Measured numbers, written to .engine-scratch/figures.json at the end (the README quotes them)."""
+    """Measured numbers, written to .engine-scratch/figures.json at the end (docs/probe.md quotes them)."""
     yield FIGURES
     SCRATCH.mkdir(parents=True, exist_ok=True)
     (SCRATCH / "figures.json").write_text(json.dumps(FIGURES, indent=2, default=str) + "\n", encoding="utf-8")

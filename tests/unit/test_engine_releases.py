@@ -436,7 +436,7 @@ def test_aux_hidden_state_disabled(tmp_path: Path) -> None:
     assert not any(f.code == "AUX_HIDDEN_STATE_DISABLED" for f in diagnose(on).findings)
 
 
-# -- the rest of FACTS §6 --------------------------------------------------------------------------------
+# -- the rest of the release facts --------------------------------------------------------------------------------
 
 
 def test_norm_before_residual_default_clash(tmp_path: Path) -> None:

@@ -66,10 +66,9 @@ def test_schema_is_valid_and_named(name: str) -> None:
 def test_every_json_command_has_a_schema_and_docs_list_them() -> None:
     assert set(JSON_COMMANDS) | {"cli"} | FILES_NOT_ENVELOPES == set(schemas.names())
     docs = (ROOT / "docs" / "json.md").read_text()
-    readme = (ROOT / "README.md").read_text()
+    assert "docs/json.md" in (ROOT / "README.md").read_text()  # the README points pipelines there
     for name in schemas.names():
         assert f"`eagle3-forensics/{name}/{schemas.major(name)}`" in docs, name
-        assert f"eagle3-forensics/{name}/" in readme, name
     for code in ("BAD_ARGUMENTS", "UNUSABLE_INPUT", "SERVER_FAULT", "INTERNAL_ERROR", "INTERRUPTED"):
         assert f"`{code}`" in docs, code
 

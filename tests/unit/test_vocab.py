@@ -277,7 +277,7 @@ def test_prop_offsets_are_consistent(data: tuple[int, np.ndarray]) -> None:
     assert res.consistent
     assert torch.equal(d2t_from_t2d(t2d), d2t)
     assert torch.equal(t2d_from_d2t(d2t, vocab), t2d)
-    # offsets are non-decreasing, start >= 0 and end <= V - v (eagle3-formats §0)
+    # offsets are non-decreasing, start >= 0 and end <= V - v (docs/reference/formats.md §0)
     assert (d2t[1:] >= d2t[:-1]).all() and d2t[0] >= 0 and d2t[-1] <= vocab - v
 
 

@@ -15,11 +15,11 @@ own figures, findings and an optional comparison with an in-process result).
   OpenAI-compatible ``/v1/completions`` endpoint, parsed with ``prometheus_client``'s text
   parser, and the deltas of ``vllm:spec_decode_num_drafts``, ``..._num_draft_tokens``,
   ``..._num_accepted_tokens`` and ``..._num_accepted_tokens_per_pos`` give the acceptance
-  (``acceptance.md`` §2.2). A counter that goes backwards, or a changed
+  (``docs/reference/acceptance.md`` §2.2). A counter that goes backwards, or a changed
   ``process_start_time_seconds``, means the server restarted mid-run: no numbers are reported.
 * **SGLang**: ``/generate`` returns per-request ``meta_info``; all three generations of field
   names are read (``spec_accept_token_num`` → ``spec_accepted_drafts`` → ``spec_num_correct_drafts``
-  and the matching proposed-draft and histogram names, ``acceptance.md`` §2.3). Sums over
+  and the matching proposed-draft and histogram names, ``docs/reference/acceptance.md`` §2.3). Sums over
   requests are taken before dividing (a ratio of sums, never a mean of per-request ratios).
   ``/get_server_info`` (``avg_spec_accept_length``) and the ``/metrics`` gauges are reported
   beside, each labelled with its convention.
@@ -27,7 +27,7 @@ own figures, findings and an optional comparison with an in-process result).
   and, when the server runs with ``VLLM_SERVER_DEV_MODE=1``, ``/server_info``; SGLang's
   ``server_args``) and normalised across engines: a chain of K drafts is vLLM
   ``num_speculative_tokens = K`` ⇔ SGLang ``num_steps K, topk 1, num_draft_tokens K+1``
-  (``acceptance.md`` §2.4). When the drafter directory is readable here, its aux-layer ids are
+  (``docs/reference/acceptance.md`` §2.4). When the drafter directory is readable here, its aux-layer ids are
   checked the way :mod:`eagle3_forensics.checks.diagnose` reads them for that engine.
 
 Faults (connection refused, timeouts, HTTP errors, malformed JSON or metrics, a server without

@@ -23,14 +23,14 @@ SERVER_CONVENTIONS: dict[str, str] = {
     "spec_accept_token_num, whichever the server writes); when none is written, "
     "completion_tokens − spec_verify_ct − 1 per request [inference].",
     "server.sglang.per_position": "from the acceptance histogram (bucket i = verify steps that accepted i drafts): "
-    "accepted_per_pos[i] = Σ hist[i+1:], summed over requests (acceptance.md §2.3).",
+    "accepted_per_pos[i] = Σ hist[i+1:], summed over requests (docs/reference/acceptance.md §2.3).",
     "server.sglang.avg_spec_accept_length": "/get_server_info internal_states[*].avg_spec_accept_length: cumulative "
     "since server start over all traffic (SGLang convention, incl. bonus).",
     "server.sglang.metrics_gauges": "sglang:spec_accept_length / sglang:spec_accept_rate: 'mostrecent' gauges over "
     "the last logging window, not cumulative (needs --enable-metrics).",
     "server.launch.num_speculative_tokens": "K, the draft tokens per verify step of a chain: vLLM "
     "num_speculative_tokens = K ⇔ SGLang speculative_num_steps K with "
-    "eagle_topk 1 and num_draft_tokens K+1 (acceptance.md §2.4).",
+    "eagle_topk 1 and num_draft_tokens K+1 (docs/reference/acceptance.md §2.4).",
     "server.launch.aux_layer_ids": "Hugging Face hidden_states indices (input of decoder layer i), as diagnose "
     "computes them for this engine from the drafter's config.",
     "compare.gap": "server minus reference, per number; relative gap = gap / reference acceptance length.",

@@ -2,7 +2,7 @@
 
 ``/generate`` returns per-request ``meta_info``; all three generations of field names are read
 (``spec_accept_token_num`` → ``spec_accepted_drafts`` → ``spec_num_correct_drafts`` and the matching
-proposed-draft and histogram names, ``acceptance.md`` §2.3). Sums over requests are taken before
+proposed-draft and histogram names, ``docs/reference/acceptance.md`` §2.3). Sums over requests are taken before
 dividing (a ratio of sums, never a mean of per-request ratios). ``/get_server_info``
 (``avg_spec_accept_length``) and the ``/metrics`` gauges are reported beside, each labelled with its
 convention.
@@ -22,7 +22,7 @@ from eagle3_forensics.probe.server.http import HttpClient, ServerFault, nonneg_i
 from eagle3_forensics.probe.server.prometheus import parse_metrics, sum_samples
 from eagle3_forensics.probe.server.result import SERVER_CONVENTIONS, ServerProbeResult
 
-# Oldest name first in acceptance.md; here newest first (a server writing aliases writes both).
+# Oldest name first in docs/reference/acceptance.md §2.3; here newest first (a server writing aliases writes both).
 SGLANG_ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
 SGLANG_PROPOSED = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
 SGLANG_HISTOGRAM = ("spec_correct_drafts_histogram", "spec_accept_histogram")

@@ -3,7 +3,7 @@
 ``/metrics`` is read before and after the prompts are sent through the OpenAI-compatible
 ``/v1/completions`` endpoint, and the deltas of ``vllm:spec_decode_num_drafts``,
 ``..._num_draft_tokens``, ``..._num_accepted_tokens`` and ``..._num_accepted_tokens_per_pos`` give the
-acceptance (``acceptance.md`` §2.2). A counter that goes backwards, or a changed
+acceptance (``docs/reference/acceptance.md`` §2.2). A counter that goes backwards, or a changed
 ``process_start_time_seconds``, means the server restarted mid-run: no numbers are reported. Launch
 settings come from ``/v1/models``, ``/metrics`` and, with ``VLLM_SERVER_DEV_MODE=1``, ``/server_info``.
 """
