@@ -523,7 +523,7 @@ def _sample_html(scorer: SampleScorer, index: int, tokens: TokenTable | None) ->
 def sample_choices(scorer: SampleScorer, result: OfflineProbeResult | None = None) -> list[tuple[str, int]]:
     """``(label, index)`` of every sample; the worst ones of ``result`` first, marked with their score."""
     worst = [] if result is None else [(int(w[1]), float(w[0])) for w in result.counts.worst]
-    marked = {i: sal for i, sal in worst}
+    marked = dict(worst)
     first = [
         (f"{it.rel} (worst: {marked[it.index]:.2f})", it.index)
         for i, _ in worst

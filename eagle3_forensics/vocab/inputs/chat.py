@@ -97,7 +97,8 @@ def render_chat(template: str, messages: list[dict[str, str]], special: dict[str
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    # local time on purpose: the templates date a conversation as the serving host would
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)  # noqa: DTZ005
     try:
         return env.from_string(template).render(messages=messages, add_generation_prompt=False, **special)
     except jinja2.exceptions.TemplateError as exc:
