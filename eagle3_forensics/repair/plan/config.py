@@ -10,18 +10,10 @@ from typing import Any
 from eagle3_forensics.checks.aux_layers import trained_ids
 from eagle3_forensics.checks.norms import trained_flags
 from eagle3_forensics.engines.rules import ConfigStyle
-from eagle3_forensics.engines.simulate import (
-    engine_flag,
-    rules_for,
-)
+from eagle3_forensics.engines.simulate import engine_flag, rules_for
 from eagle3_forensics.io.config import AUX_FIELD, EAGLE, LAYER, NORM_FLAGS, TOP, DrafterConfig
 from eagle3_forensics.repair.plan.base import _PlannerBase
-from eagle3_forensics.repair.policy import (
-    _SERVE_VLLM,
-    CONFIG,
-    POLICY,
-    PRECONDITION,
-)
+from eagle3_forensics.repair.policy import _SERVE_VLLM, CONFIG, POLICY, PRECONDITION
 
 
 def _rope_both(d: dict[str, Any]) -> tuple[list[str], str | None]:

@@ -27,23 +27,13 @@ from eagle3_forensics.engines import release_label, resolve_release, split_spec
 from eagle3_forensics.engines.rules import EngineRules
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.findings import sort_findings
-from eagle3_forensics.io.checkpoint import (
-    CONFIG_FILE,
-    SAFETENSORS_FILE,
-    Checkpoint,
-    open_checkpoint,
-)
+from eagle3_forensics.io.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, Checkpoint, open_checkpoint
 from eagle3_forensics.io.target import open_target
 from eagle3_forensics.repair.plan.config import _ConfigPlanner
 from eagle3_forensics.repair.plan.result import RECORD_FILE, Refusal, RepairArgumentError, RepairPlan, Step
 from eagle3_forensics.repair.plan.tensors import _TensorPlanner
 from eagle3_forensics.repair.plan.vocab import _VocabPlanner
-from eagle3_forensics.repair.policy import (
-    FORMAT,
-    POLICY,
-    REPAIRABLE_ENGINES,
-    UNUSABLE,
-)
+from eagle3_forensics.repair.policy import FORMAT, POLICY, REPAIRABLE_ENGINES, UNUSABLE
 
 _COPYABLE_SUFFIXES = (".json", ".md", ".txt", ".model", ".jinja", ".tiktoken", ".py")
 _NEVER_COPY = (CONFIG_FILE, RECORD_FILE)

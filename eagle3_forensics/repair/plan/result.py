@@ -15,21 +15,9 @@ import torch
 from eagle3_forensics.checks.diagnose import Diagnosis
 from eagle3_forensics.errors import BadArgumentsError
 from eagle3_forensics.findings import Finding, Severity
-from eagle3_forensics.io.checkpoint import (
-    SAFETENSORS_FILE,
-    Checkpoint,
-    TensorInfo,
-    st_dtype,
-)
+from eagle3_forensics.io.checkpoint import SAFETENSORS_FILE, Checkpoint, TensorInfo, st_dtype
 from eagle3_forensics.io.target import TargetInfo
-from eagle3_forensics.repair.policy import (
-    DROP,
-    FORMAT,
-    RENAME,
-    SHIP,
-    STRIP,
-    VOCAB,
-)
+from eagle3_forensics.repair.policy import DROP, FORMAT, RENAME, SHIP, STRIP, VOCAB
 
 RECORD_FILE = "repair.json"
 

@@ -17,23 +17,12 @@ from eagle3_forensics.engines.simulate import (
     rules_for,
     simulate_load,
 )
-from eagle3_forensics.io.checkpoint import (
-    SAFETENSORS_FILE,
-    TensorInfo,
-    torch_dtype_of,
-)
+from eagle3_forensics.io.checkpoint import SAFETENSORS_FILE, TensorInfo, torch_dtype_of
 from eagle3_forensics.io.config import DrafterConfig
 from eagle3_forensics.io.layout import is_drafter_weight
 from eagle3_forensics.repair.plan.base import _PlannerBase
 from eagle3_forensics.repair.plan.result import _info, _Planned
-from eagle3_forensics.repair.policy import (
-    DROP,
-    POLICY,
-    PRECONDITION,
-    RENAME,
-    SHIP,
-    STRIP,
-)
+from eagle3_forensics.repair.policy import DROP, POLICY, PRECONDITION, RENAME, SHIP, STRIP
 
 # -- tensor names ----------------------------------------------------------------------------------
 

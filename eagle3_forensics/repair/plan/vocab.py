@@ -14,10 +14,7 @@ import torch
 from eagle3_forensics.errors import ForensicsError, UnusableInputError
 from eagle3_forensics.io.config import DrafterConfig
 from eagle3_forensics.repair.plan.base import _PlannerBase
-from eagle3_forensics.repair.policy import (
-    POLICY,
-    VOCAB,
-)
+from eagle3_forensics.repair.policy import POLICY, VOCAB
 from eagle3_forensics.vocab.inputs.tokens import load_token_ids
 from eagle3_forensics.vocab.mapping.build import build_vocab_mapping
 from eagle3_forensics.vocab.mapping.classify import check_t2d, classify_mapping
