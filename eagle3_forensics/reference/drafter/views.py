@@ -5,10 +5,11 @@ any ``model.`` prefix map onto the canonical names of :mod:`.model` (:func:`cano
 Engine views come only from the rule tables in :mod:`eagle3_forensics.engines`
 (:func:`~eagle3_forensics.engines.simulate.simulate_load`,
 :func:`~eagle3_forensics.engines.simulate.aux_ids_read`,
-:func:`~eagle3_forensics.engines.simulate.engine_flag`): keys an engine drops stay unfilled,
-tensors it takes from the target come from the target, ``d2t`` is read in the table's encoding,
-aux ids and norm flags are read where and as that engine reads them. There are no per-engine
-branches here. Also the target side a loader needs (:class:`TargetSide`, :func:`target_files`).
+:func:`~eagle3_forensics.engines.simulate.engine_flag`): keys an engine drops are listed as
+unfilled (the loader seeds a stand-in), tensors it takes from the target come from the target,
+``d2t`` is read in the table's encoding, aux ids and norm flags are read where and as that engine
+reads them. There are no per-engine branches here. Also the target side a loader needs
+(:class:`TargetSide`, :func:`target_files`).
 """
 
 from __future__ import annotations
