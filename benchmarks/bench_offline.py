@@ -37,9 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from eagle3_forensics.probe.core import read_prompts  # noqa: E402
-from eagle3_forensics.probe.offline import scan_offline  # noqa: E402
+from eagle3_forensics.probe.offline.scan import scan_offline  # noqa: E402
 from eagle3_forensics.probe.teacher_forced import teacher_forced_data, teacher_forced_estimate  # noqa: E402
-from eagle3_forensics.reference.drafter import load_drafter  # noqa: E402
+from eagle3_forensics.reference.drafter.loader import load_drafter  # noqa: E402
 from eagle3_forensics.reference.target import TargetModel  # noqa: E402
 
 RATIO_TARGET = 5.0
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def offline() -> tuple[float, float, int, int]:
         c = scan_offline(args.drafter, data, target=args.target, k=args.k, device=args.device)
-        from eagle3_forensics.probe.offline import finish_probe
+        from eagle3_forensics.probe.offline.result import finish_probe
 
         tf = finish_probe(c).teacher_forced
         assert tf is not None

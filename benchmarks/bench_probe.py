@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from eagle3_forensics.probe.core import _warm_up, read_prompts  # noqa: E402
 from eagle3_forensics.probe.decode import GreedyRun, LiveRun, greedy_decode, speculative_decode  # noqa: E402
 from eagle3_forensics.probe.proposers import Eagle3Proposer  # noqa: E402
-from eagle3_forensics.reference.drafter import load_drafter  # noqa: E402
+from eagle3_forensics.reference.drafter.loader import load_drafter  # noqa: E402
 from eagle3_forensics.reference.target import TargetModel  # noqa: E402
 
 SPEEDUP_TARGET = 1.3

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from eagle3_forensics.vocab.mapping import build_vocab_mapping
+from eagle3_forensics.vocab.mapping.build import build_vocab_mapping
 
 V, v = 128256, 32000
 PROBE_ROWS = 500
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_stream:
         from safetensors.torch import save_file
 
-        from eagle3_forensics.vocab.inputs import iter_token_chunks
+        from eagle3_forensics.vocab.inputs.tokens import iter_token_chunks
 
         stream_dir = tempfile.TemporaryDirectory(prefix="bench_vocab_")
         path = Path(stream_dir.name) / "ids.safetensors"

@@ -14,12 +14,12 @@ __version__ = "0.1.0"
 # Public names resolved on first use, so ``import eagle3_forensics`` stays fast: numpy and torch
 # load only when one of them is touched.
 _EXPORTS = {
-    "build_vocab_mapping": "vocab.mapping",
-    "classify_mapping": "vocab.mapping",
-    "compare_mappings": "vocab.mapping",
-    "suggest_d2t_fix": "vocab.mapping",
-    "load_mapping": "vocab.inputs",
-    "load_token_ids": "vocab.inputs",
+    "build_vocab_mapping": "vocab.mapping.build",
+    "classify_mapping": "vocab.mapping.classify",
+    "compare_mappings": "vocab.mapping.compare",
+    "suggest_d2t_fix": "vocab.mapping.convert",
+    "load_mapping": "vocab.inputs.maps",
+    "load_token_ids": "vocab.inputs.tokens",
     "coverage_report": "vocab.coverage",
     "diagnose": "checks.diagnose",
     "inspect_checkpoint": "checks.diagnose",

@@ -14,7 +14,7 @@ from typing import Any
 def lazy_exports(package: str, table: dict[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``(__getattr__, __dir__)`` for ``package``, resolving ``name`` from ``package + '.' + table[name]``."""
 
-    def __getattr__(name: str) -> Any:
+    def __getattr__(name: str) -> Any:  # noqa: N807 - becomes the package's module __getattr__ (PEP 562)
         module = table.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
@@ -22,7 +22,7 @@ def lazy_exports(package: str, table: dict[str, str]) -> tuple[Callable[[str], A
         setattr(importlib.import_module(package), name, value)
         return value
 
-    def __dir__() -> list[str]:
+    def __dir__() -> list[str]:  # noqa: N807 - the package's module __dir__ (PEP 562)
         return sorted(set(vars(importlib.import_module(package))) | set(table))
 
     return __getattr__, __dir__

@@ -11,7 +11,7 @@ from eagle3_forensics.engines import ENGINES, release_label, resolve_release
 from eagle3_forensics.engines.rules import EngineRules
 from eagle3_forensics.engines.simulate import AuxReading, LoadReport, aux_capture, rules_for, simulate_load
 from eagle3_forensics.io.drafter import SMALL_TENSOR_ELEMENTS, DrafterFiles
-from eagle3_forensics.vocab.mapping import VocabClassification, classify_mapping
+from eagle3_forensics.vocab.mapping.classify import VocabClassification, classify_mapping
 
 
 @dataclass

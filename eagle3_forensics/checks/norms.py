@@ -96,9 +96,9 @@ def check_norm_flags(ctx: Context) -> Iterator[Finding]:
                     "mismatched": mismatched,
                     "trained": trained,
                     "engine_reads": levels,
-                    "engine_default_assumed": {
-                        f: rules.speculators_norm_before_residual_default for f in assumed
-                    },
+                    "engine_default_assumed": dict.fromkeys(
+                        assumed, rules.speculators_norm_before_residual_default
+                    ),
                     **ctx.evidence_base(rules.name),
                 },
                 fix="Write the trained values explicitly where the engine reads them ("

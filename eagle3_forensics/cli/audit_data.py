@@ -14,7 +14,8 @@ COMMAND = "audit-data"
 
 
 def run(args: argparse.Namespace) -> int:
-    from eagle3_forensics.checks.data import finish_audit, parse_shard, scan_data  # heavy: numpy, torch
+    from eagle3_forensics.checks.data.findings import finish_audit  # heavy: numpy, torch
+    from eagle3_forensics.checks.data.scan import parse_shard, scan_data  # heavy: numpy, torch
     from eagle3_forensics.views.offline import render_audit  # heavy: numpy, safetensors
 
     shard = parse_shard(args.shard)

@@ -26,10 +26,12 @@ def merged_result(paths: list[str]) -> tuple[str, Any]:
         raise BadArgumentsError(f"partial results of different commands: {', '.join(sorted(kinds))}")
     command = kinds.pop()
     if command == "probe-offline":
-        from eagle3_forensics.probe.offline import OfflineCounts, finish_probe, merge_counts  # heavy: torch
+        from eagle3_forensics.probe.offline.counts import OfflineCounts, merge_counts  # heavy: torch
+        from eagle3_forensics.probe.offline.result import finish_probe  # heavy: torch
 
         return command, finish_probe(merge_counts([OfflineCounts.from_dict(d) for _, d in parts]))
-    from eagle3_forensics.checks.data import AuditScan, finish_audit, merge_scans  # heavy: numpy, torch
+    from eagle3_forensics.checks.data.findings import finish_audit  # heavy: numpy, torch
+    from eagle3_forensics.checks.data.merge import AuditScan, merge_scans  # heavy: numpy, torch
 
     return command, finish_audit(merge_scans([AuditScan.from_dict(d) for _, d in parts]))
 

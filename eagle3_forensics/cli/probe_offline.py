@@ -14,8 +14,9 @@ COMMAND = "probe-offline"
 
 
 def run(args: argparse.Namespace) -> int:
-    from eagle3_forensics.checks.data import parse_shard  # heavy: numpy, torch
-    from eagle3_forensics.probe.offline import finish_probe, parse_engine, scan_offline  # heavy: torch
+    from eagle3_forensics.checks.data.scan import parse_shard  # heavy: numpy, torch
+    from eagle3_forensics.probe.offline.result import finish_probe  # heavy: torch
+    from eagle3_forensics.probe.offline.scan import parse_engine, scan_offline  # heavy: torch
     from eagle3_forensics.views.offline import render_offline_probe  # heavy: numpy, safetensors
 
     shard = parse_shard(args.shard)

@@ -27,8 +27,9 @@ def _pct(x: float | None) -> str:
 
 
 def classify(args: argparse.Namespace) -> int:
-    from eagle3_forensics.vocab.inputs import lm_head_row_check, load_mapping  # heavy: numpy, torch
-    from eagle3_forensics.vocab.mapping import mapping_fingerprint, suggest_d2t_fix  # heavy: numpy, torch
+    from eagle3_forensics.vocab.inputs.maps import lm_head_row_check, load_mapping  # heavy: numpy, torch
+    from eagle3_forensics.vocab.mapping.compare import mapping_fingerprint  # heavy: numpy, torch
+    from eagle3_forensics.vocab.mapping.convert import suggest_d2t_fix  # heavy: numpy, torch
 
     m = load_mapping(args.path, args.target)
     res = m.classify()
@@ -96,12 +97,10 @@ def classify(args: argparse.Namespace) -> int:
 
 
 def build(args: argparse.Namespace) -> int:
-    from eagle3_forensics.vocab.inputs import (  # heavy: numpy, torch
-        build_vocab_mapping_from_file,
-        save_mapping,
-        tokenize_corpus,
-    )
-    from eagle3_forensics.vocab.mapping import build_vocab_mapping  # heavy: numpy, torch
+    from eagle3_forensics.vocab.inputs.corpus import tokenize_corpus  # heavy: numpy, torch
+    from eagle3_forensics.vocab.inputs.maps import save_mapping  # heavy: numpy, torch
+    from eagle3_forensics.vocab.inputs.tokens import build_vocab_mapping_from_file  # heavy: numpy, torch
+    from eagle3_forensics.vocab.mapping.build import build_vocab_mapping  # heavy: numpy, torch
 
     if Path(args.out).suffix.lower() not in (".safetensors", ".pt"):
         raise UnusableInputError(f"--out {args.out} must end in .safetensors or .pt")
@@ -143,8 +142,8 @@ def build(args: argparse.Namespace) -> int:
 
 
 def compare(args: argparse.Namespace) -> int:
-    from eagle3_forensics.vocab.inputs import load_mapping  # heavy: numpy, torch
-    from eagle3_forensics.vocab.mapping import compare_mappings  # heavy: numpy, torch
+    from eagle3_forensics.vocab.inputs.maps import load_mapping  # heavy: numpy, torch
+    from eagle3_forensics.vocab.mapping.compare import compare_mappings  # heavy: numpy, torch
 
     a = load_mapping(args.a, args.target)
     b = load_mapping(args.b, args.target)

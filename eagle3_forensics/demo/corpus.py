@@ -90,7 +90,8 @@ def write_demo_corpus(demo_dir: str | Path, *, seed: int = 0, n_records: int = N
     import torch  # heavy: torch
     from safetensors.torch import save_file  # heavy: torch
 
-    from eagle3_forensics.vocab.inputs import safetensors_metadata, tokenize_corpus  # heavy: torch
+    from eagle3_forensics.vocab.inputs.corpus import tokenize_corpus  # heavy: torch
+    from eagle3_forensics.vocab.inputs.maps import safetensors_metadata  # heavy: torch
 
     root = Path(demo_dir)
     tok_dir = root / TARGET_SUBDIR

@@ -59,7 +59,8 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from eagle3_forensics.reference.drafter import DrafterSpec, Eagle3Drafter, export_tensors, fresh_init
+from eagle3_forensics.reference.drafter.export import export_tensors
+from eagle3_forensics.reference.drafter.model import DrafterSpec, Eagle3Drafter, fresh_init
 from eagle3_forensics.reference.train import (
     aux_features,
     deterministic,
@@ -68,7 +69,7 @@ from eagle3_forensics.reference.train import (
     train_causal_lm,
     train_drafter,
 )
-from eagle3_forensics.vocab.mapping import build_vocab_mapping
+from eagle3_forensics.vocab.mapping.build import build_vocab_mapping
 
 # ---------------------------------------------------------------------------------------------
 # sizes and names

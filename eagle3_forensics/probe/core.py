@@ -51,11 +51,12 @@ from eagle3_forensics.probe.teacher_forced import (
     teacher_forced_data,
     teacher_forced_estimate,
 )
-from eagle3_forensics.reference.drafter import Eagle3Drafter, load_drafter
+from eagle3_forensics.reference.drafter.loader import load_drafter
+from eagle3_forensics.reference.drafter.model import Eagle3Drafter
 from eagle3_forensics.reference.target import TargetModel
 
 if TYPE_CHECKING:
-    from eagle3_forensics.reference.drafter import Eagle3Drafter
+    from eagle3_forensics.reference.drafter.model import Eagle3Drafter
     from eagle3_forensics.reference.target import TargetModel
 
 

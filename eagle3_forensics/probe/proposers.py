@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 
 if TYPE_CHECKING:
-    from eagle3_forensics.reference.drafter import Eagle3Drafter
+    from eagle3_forensics.reference.drafter.model import Eagle3Drafter
 
 
 class Proposer(Protocol):

@@ -17,7 +17,7 @@ import torch
 from eagle3_forensics.errors import BadArgumentsError
 from eagle3_forensics.io.dumps.layouts import LAYOUTS
 from eagle3_forensics.io.dumps.read import Item
-from eagle3_forensics.probe.offline import _slots, open_offline
+from eagle3_forensics.probe.offline.scan import _slots, open_offline
 from eagle3_forensics.probe.teacher_forced import score_sequence
 
 

@@ -20,7 +20,7 @@ import torch
 from eagle3_forensics.errors import UnusableInputError
 
 if TYPE_CHECKING:
-    from eagle3_forensics.reference.drafter import Eagle3Drafter
+    from eagle3_forensics.reference.drafter.model import Eagle3Drafter
     from eagle3_forensics.reference.target import TargetModel
 
 SWEEP_OFFSETS = (-1, 0, 1)

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from eagle3_forensics.errors import UnusableInputError
-from eagle3_forensics.reference.drafter import default_dtype, resolve_device
+from eagle3_forensics.reference.drafter.model import default_dtype, resolve_device
 
 
 @dataclass

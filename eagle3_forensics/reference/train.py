@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from eagle3_forensics.reference.drafter import Eagle3Drafter
+from eagle3_forensics.reference.drafter.model import Eagle3Drafter
 
 
 @contextlib.contextmanager

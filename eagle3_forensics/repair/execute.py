@@ -46,14 +46,8 @@ from eagle3_forensics.engines import resolve_release
 from eagle3_forensics.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNUSABLE, UnusableInputError
 from eagle3_forensics.findings import Severity
 from eagle3_forensics.io.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, Checkpoint
-from eagle3_forensics.repair.plan import (
-    RECORD_FILE,
-    RepairArgumentError,
-    RepairPlan,
-    _check_engine,
-    _check_trust,
-    repair_plan,
-)
+from eagle3_forensics.repair.plan.planner import _check_engine, _check_trust, repair_plan
+from eagle3_forensics.repair.plan.result import RECORD_FILE, RepairArgumentError, RepairPlan
 from eagle3_forensics.repair.policy import REPAIRABLE_ENGINES
 
 RECORD_VERSION = 1

@@ -49,10 +49,12 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from eagle3_forensics.checks.diagnose import Diagnosis, Inspection
     from eagle3_forensics.probe.core import ProbeResult
-    from eagle3_forensics.probe.offline import OfflineProbeResult
+    from eagle3_forensics.probe.offline.result import OfflineProbeResult
     from eagle3_forensics.probe.samples import SampleScorer, SampleScores
     from eagle3_forensics.vocab.coverage import TokenTable
-    from eagle3_forensics.vocab.mapping import D2TFix, MappingComparison, TokenCounts
+    from eagle3_forensics.vocab.mapping.compare import MappingComparison
+    from eagle3_forensics.vocab.mapping.convert import D2TFix
+    from eagle3_forensics.vocab.mapping.counts import TokenCounts
 
 ANY = ""  # the "no filter" value of a dropdown
 ALL = "all"  # every token class
@@ -163,7 +165,7 @@ def named_maps(
 ) -> dict[str, Any]:
     """The maps notebook 02 can compare, by name: the checkpoint's as stored, the one rebuilt from
     the data, the stored ``t2d`` with the fixed ``d2t``, and a reference drafter's (or map file's)."""
-    from eagle3_forensics.vocab.inputs import load_mapping  # heavy: torch
+    from eagle3_forensics.vocab.inputs.maps import load_mapping  # heavy: torch
 
     maps: dict[str, Any] = {"checkpoint (stored)": stored}
     if rebuilt is not None:
@@ -177,7 +179,7 @@ def named_maps(
 
 def compare_maps(maps: Mapping[str, Any], a: str, b: str) -> MappingComparison:
     """:func:`~eagle3_forensics.vocab.mapping.compare_mappings` of two of the named ``maps``."""
-    from eagle3_forensics.vocab.mapping import compare_mappings  # heavy: torch
+    from eagle3_forensics.vocab.mapping.compare import compare_mappings  # heavy: torch
 
     for name in (a, b):
         if name not in maps:
@@ -521,7 +523,7 @@ def _sample_html(scorer: SampleScorer, index: int, tokens: TokenTable | None) ->
 def sample_choices(scorer: SampleScorer, result: OfflineProbeResult | None = None) -> list[tuple[str, int]]:
     """``(label, index)`` of every sample; the worst ones of ``result`` first, marked with their score."""
     worst = [] if result is None else [(int(w[1]), float(w[0])) for w in result.counts.worst]
-    marked = {i: sal for i, sal in worst}
+    marked = dict(worst)
     first = [
         (f"{it.rel} (worst: {marked[it.index]:.2f})", it.index)
         for i, _ in worst

@@ -14,8 +14,8 @@ from eagle3_forensics.views import format as fmt
 from eagle3_forensics.views.text import human_bytes, render_finding
 
 if TYPE_CHECKING:
-    from eagle3_forensics.checks.data import DataAudit
-    from eagle3_forensics.probe.offline import OfflineProbeResult
+    from eagle3_forensics.checks.data.findings import DataAudit
+    from eagle3_forensics.probe.offline.result import OfflineProbeResult
 
 
 def _f(x: float | None, nd: int = 3) -> str:
@@ -331,7 +331,7 @@ def worst_samples_table(r: OfflineProbeResult, tokenizer: str | Path | None = No
     """The worst samples, decoded with the target tokenizer when there is one (``tokenizer.json``)."""
     import pandas as pd  # optional: pandas
 
-    from eagle3_forensics.probe.offline import load_worst_sample  # heavy: torch
+    from eagle3_forensics.probe.offline.result import load_worst_sample  # heavy: torch
 
     tok: Any = None
     if tokenizer is not None and (Path(tokenizer) / "tokenizer.json").is_file():

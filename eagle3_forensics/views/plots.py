@@ -20,7 +20,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from eagle3_forensics.vocab.coverage import TOKEN_CLASSES, CoverageReport, selection_mask
-from eagle3_forensics.vocab.mapping import TokenCounts, classify_mapping
+from eagle3_forensics.vocab.mapping.classify import classify_mapping
+from eagle3_forensics.vocab.mapping.counts import TokenCounts
 
 _OK, _BAD, _REF, _GREY = "#1b7837", "#c51b7d", "#4d4d4d", "#bababa"
 

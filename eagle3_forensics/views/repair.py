@@ -8,7 +8,7 @@ from typing import Any
 from eagle3_forensics.engines import ENGINES
 from eagle3_forensics.findings import Severity
 from eagle3_forensics.repair.execute import RepairResult, repair_overview
-from eagle3_forensics.repair.plan import RECORD_FILE, RepairPlan, Step
+from eagle3_forensics.repair.plan.result import RECORD_FILE, RepairPlan, Step
 from eagle3_forensics.repair.policy import DROP, SHIP, STRIP, VOCAB
 
 # -- text rendering ------------------------------------------------------------------------------------

@@ -15,15 +15,12 @@ import numpy as np
 from eagle3_forensics.views import format as fmt
 from eagle3_forensics.views.html import shown
 from eagle3_forensics.vocab.coverage import TOKEN_CLASSES, CoverageReport, TokenTable
-from eagle3_forensics.vocab.mapping import (
-    TIE_BREAKS,
-    D2TFix,
-    LmHeadRowCheck,
-    MappingComparison,
-    TokenCounts,
-    VocabClassification,
-    VocabMapping,
-)
+from eagle3_forensics.vocab.mapping.build import VocabMapping
+from eagle3_forensics.vocab.mapping.classify import VocabClassification
+from eagle3_forensics.vocab.mapping.compare import MappingComparison
+from eagle3_forensics.vocab.mapping.convert import D2TFix
+from eagle3_forensics.vocab.mapping.counts import TIE_BREAKS, TokenCounts
+from eagle3_forensics.vocab.mapping.lm_head import LmHeadRowCheck
 
 
 def _frame(rows: list[dict[str, Any]] | dict[str, Any], columns: list[str] | None = None) -> Any:

@@ -41,7 +41,8 @@ from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.views import format as fmt
 from eagle3_forensics.views.html import esc, table_html, visible
 from eagle3_forensics.vocab.coverage import corpus_counts, token_table
-from eagle3_forensics.vocab.inputs import load_mapping, load_tokenizer
+from eagle3_forensics.vocab.inputs.chat import load_tokenizer
+from eagle3_forensics.vocab.inputs.maps import load_mapping
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
@@ -49,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from eagle3_forensics.checks.diagnose import Diagnosis, Inspection
     from eagle3_forensics.probe.core import ProbeResult
     from eagle3_forensics.vocab.coverage import TokenTable
-    from eagle3_forensics.vocab.inputs import LoadedMapping
+    from eagle3_forensics.vocab.inputs.maps import LoadedMapping
 
 ENV_INTERACTIVE = "E3F_INTERACTIVE"
 STATIC_NOTE = "static view: open the notebook in JupyterLab for the interactive explorer"
@@ -476,7 +477,7 @@ class TokenLookup:
 
 def engine_maps(diagnosis: Diagnosis, d2t: Any | None, draft_vocab_size: int | None) -> list[EngineMap]:
     """Per simulated engine, the draft→target map it would build from this checkpoint."""
-    from eagle3_forensics.reference.drafter import canonical_name  # heavy: torch
+    from eagle3_forensics.reference.drafter.views import canonical_name  # heavy: torch
 
     out = []
     v = draft_vocab_size if draft_vocab_size is not None else (None if d2t is None else int(d2t.numel()))
@@ -672,7 +673,7 @@ def probe_controls(
         import ipywidgets as w  # optional: ipywidgets
         from IPython.display import HTML, display  # optional: IPython
 
-        from eagle3_forensics.reference.drafter import VIEW_NAMES  # heavy: torch
+        from eagle3_forensics.reference.drafter.views import VIEW_NAMES  # heavy: torch
 
         kk = w.IntSlider(value=k, min=1, max=8, description="K")
         tokens = w.IntSlider(value=max_new_tokens, min=8, max=256, step=8, description="new tokens")

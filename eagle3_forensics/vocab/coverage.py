@@ -30,8 +30,11 @@ import torch
 
 from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.vocab.byte_level import byte_decoder
-from eagle3_forensics.vocab.inputs import iter_token_chunks, load_mapping, token_file_size, tokenize_corpus
-from eagle3_forensics.vocab.mapping import TokenCounts, VocabMapping, count_token_ids
+from eagle3_forensics.vocab.inputs.corpus import tokenize_corpus
+from eagle3_forensics.vocab.inputs.maps import load_mapping
+from eagle3_forensics.vocab.inputs.tokens import iter_token_chunks, token_file_size
+from eagle3_forensics.vocab.mapping.build import VocabMapping
+from eagle3_forensics.vocab.mapping.counts import TokenCounts, count_token_ids
 
 TOKEN_CLASSES: tuple[str, ...] = ("special/added", "byte-fallback", "ordinary", "no token")
 SPECIAL, BYTE, ORDINARY, NO_TOKEN = range(4)

@@ -186,7 +186,7 @@ def examples(n: int) -> int:
     return max(1, round(n * FUZZ_SCALE))
 
 
-def FUZZ_SETTINGS(max_examples: int) -> settings:
+def FUZZ_SETTINGS(max_examples: int) -> settings:  # noqa: N802 - reads as the settings constant it replaced
     """hypothesis settings of the contract fuzz: ``max_examples`` runs, no per-example deadline
     (the harness has its own time bound), no shrinking past a found failure's first report."""
     return settings(

@@ -132,7 +132,7 @@ def test_healthy_layout_and_config(root: pathlib.Path) -> None:
     assert t["midlayer.self_attn.q_proj.weight"].shape == (128, 256)
     assert t["lm_head.weight"].shape == (256, 128)
     assert t["fc.weight"].dtype == torch.bfloat16
-    assert not any(k.startswith("embed_tokens") or k.startswith("layers.") for k in t)
+    assert not any(k.startswith(("embed_tokens", "layers.")) for k in t)
     cfg = _config(root, "healthy")
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"]
     assert cfg["draft_vocab_size"] == 256 and cfg["vocab_size"] == 512

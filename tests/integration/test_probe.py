@@ -57,7 +57,7 @@ def greedy(target: TargetModel, prompts: list[str]) -> GreedyRun:
     return run
 
 
-class _one_thread:
+class _one_thread:  # noqa: N801 - a context manager used like a function: `with _one_thread():`
     def __enter__(self) -> None:
         self.n = torch.get_num_threads()
         torch.set_num_threads(1)

@@ -64,8 +64,8 @@ def write_sharded_safetensors(dst: Path) -> Path:
     a, b = _split(_healthy_tensors())
     save_file(a, str(dst / "model-00001-of-00002.safetensors"))
     save_file(b, str(dst / "model-00002-of-00002.safetensors"))
-    weight_map = {n: "model-00001-of-00002.safetensors" for n in a}
-    weight_map.update({n: "model-00002-of-00002.safetensors" for n in b})
+    weight_map = dict.fromkeys(a, "model-00001-of-00002.safetensors")
+    weight_map.update(dict.fromkeys(b, "model-00002-of-00002.safetensors"))
     (dst / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     return dst
 
@@ -83,8 +83,8 @@ def write_sharded_bin(dst: Path) -> Path:
     a, b = _split(_healthy_tensors())
     torch.save(a, dst / "pytorch_model-00001-of-00002.bin")
     torch.save(b, dst / "pytorch_model-00002-of-00002.bin")
-    weight_map = {n: "pytorch_model-00001-of-00002.bin" for n in a}
-    weight_map.update({n: "pytorch_model-00002-of-00002.bin" for n in b})
+    weight_map = dict.fromkeys(a, "pytorch_model-00001-of-00002.bin")
+    weight_map.update(dict.fromkeys(b, "pytorch_model-00002-of-00002.bin"))
     (dst / "pytorch_model.bin.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     return dst
 

@@ -1,33 +1,29 @@
-"""The package tree shows its layers: no import circle, and no lower layer importing an upper one.
+"""The package tree shows its layers, and each module stays one concern of a readable size.
 
-Every ``import`` counts — module-level, function-local and ``TYPE_CHECKING`` ones alike — because a
-function-local import hides a dependency without removing it. docs/architecture.md explains the
-layers; this test is their definition.
+The layer rules themselves are import-linter contracts in pyproject.toml (``[tool.importlinter]``:
+layers, the ``repair.policy`` leaf, no import circle, the numpy-only static layers, a light CLI),
+checked by ``lint-imports`` in ``make lint`` and by the first test here. Every ``import`` counts —
+module-level, function-local and ``TYPE_CHECKING`` ones alike — because a function-local import
+hides a dependency without removing it. This file keeps what import-linter cannot express: file
+sizes, why a function-local import is there, and docs/architecture.md in step with the code.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
+import sys
+import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "eagle3_forensics"
-
-# Lowest first. A module may import from its own layer or any layer below it.
-LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "findings", "_lazy", "schemas"),
-    ("io",),
-    ("engines", "vocab", "repair.policy"),
-    ("checks",),
-    ("reference", "repair", "demo"),
-    ("probe",),
-    ("views",),
-    ("runs",),
-    ("cli", "__main__"),
-)
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
 def _modules() -> dict[str, Path]:
@@ -44,115 +40,100 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def layer_of(module: str) -> int:
-    """The layer of a module: the longest matching prefix in LAYERS (``repair.policy`` before ``repair``)."""
-    best: tuple[int, int] | None = None
-    for rank, names in enumerate(LAYERS):
-        for name in names:
-            if (module == name or module.startswith(name + ".")) and (best is None or len(name) > best[1]):
-                best = (rank, len(name))
-    if best is None:
-        raise AssertionError(f"module {module!r} is in no layer: add it to LAYERS and docs/architecture.md")
-    return best[0]
+def _lint_imports(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    assert LINT_IMPORTS.exists(), f"{LINT_IMPORTS} is missing: install the dev extra (make setup)"
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
-def _resolve(target: str) -> str | None:
-    """The project module an absolute import name refers to (``a.b.name`` -> ``a.b``)."""
-    if target != "eagle3_forensics" and not target.startswith("eagle3_forensics."):
-        return None
-    rel = target.removeprefix("eagle3_forensics").removeprefix(".")
-    while rel and rel not in MODULES:
-        rel = rel.rsplit(".", 1)[0] if "." in rel else ""
-    return rel
+def test_import_contracts_are_kept() -> None:
+    done = _lint_imports()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout
 
 
-def imports_of(module: str) -> set[str]:
+def test_the_contracts_see_an_upward_import_a_circle_and_a_module_without_a_layer(tmp_path: Path) -> None:
+    """The same contract types can fail: a toy package whose lower layer imports the upper one."""
+    pkg = tmp_path / "toy"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low.py").write_text("from toy import high\n")
+    (pkg / "high.py").write_text("from toy import low\n")
+    (pkg / "stray.py").write_text("")
+    (tmp_path / ".importlinter").write_text(
+        textwrap.dedent(
+            """\
+            [importlinter]
+            root_package = toy
+
+            [importlinter:contract:layers]
+            name = layers
+            type = layers
+            containers = toy
+            layers =
+                high
+                low
+            exhaustive = true
+
+            [importlinter:contract:no-cycles]
+            name = no cycles
+            type = acyclic_siblings
+            ancestors = toy
+            """
+        )
+    )
+    done = _lint_imports(cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "toy.low -> toy.high" in done.stdout
+    assert "stray" in done.stdout  # exhaustive: a module in no layer
+    assert "no cycles BROKEN" in done.stdout
+
+
+def _contract(contract_id: str) -> dict[str, object]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    return next(c for c in config["contracts"] if c.get("id") == contract_id)
+
+
+def test_the_layers_contract_and_docs_architecture_md_agree() -> None:
+    """docs/architecture.md's Layers table gives each package the layer the contract gives it."""
+    layers = list(reversed(_contract("layers")["layers"]))  # type: ignore[call-overload]  # lowest first
+    rank = {name.strip(): i for i, layer in enumerate(layers) for name in re.split(r"[:|]", layer)}
+    seen = set()
+    for number, cell in _table_rows(_section("Layers"), columns=3):
+        for name in re.findall(r"`([^`]+)`", cell):
+            module = name.removesuffix("/").removesuffix(".py").replace("/", ".")
+            seen.add(module)
+            expected = 2 if module == "repair.policy" else rank[module]  # the leaf table (its own contract)
+            assert int(number) == expected, (module, number, expected)
+    assert set(rank) - {"_lazy", "__main__"} <= seen, set(rank) - seen
+
+
+# -- file sizes --------------------------------------------------------------------------------------
+
+# One concern per module (issue 23): no package file over about 800 lines.
+MAX_LINES = 800
+# Over the limit for now, with the reason; the split is another change's work.
+OVERSIZE: dict[str, str] = {
+    "engines/simulate.py": "806 lines; engines/ is being reworked elsewhere (issue 23 leaves it out of this split)",
+}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m))
+def test_no_package_file_is_over_800_lines(module: str) -> None:
     path = MODULES[module]
-    is_pkg = path.name == "__init__.py"
-    package = module if is_pkg else module.rpartition(".")[0]
-    tree = ast.parse(path.read_text())
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = ["eagle3_forensics", *[p for p in package.split(".") if p]]
-                base = base[: len(base) - (node.level - 1)]
-                src = ".".join(base + ([node.module] if node.module else []))
-            else:
-                src = node.module or ""
-            names = [src] + [f"{src}.{a.name}" for a in node.names]
-        for name in names:
-            dep = _resolve(name)
-            if dep is not None and dep != module and not (is_pkg and dep.startswith(module + ".")):
-                found.add(dep)
-    return found
-
-
-GRAPH = {m: imports_of(m) for m in MODULES if m}
-
-
-def test_every_module_has_a_layer() -> None:
-    for module in GRAPH:
-        layer_of(module)
-
-
-@pytest.mark.parametrize("module", sorted(GRAPH))
-def test_no_upward_import(module: str) -> None:
-    upward = sorted(d for d in GRAPH[module] if d and layer_of(d) > layer_of(module))
-    assert not upward, f"{module} (layer {layer_of(module)}) imports upper-layer modules {upward}"
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of size > 1 (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
-    counter = [0]
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in graph.get(v, ()):
-            if w not in graph:
-                continue
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return out
-
-
-def test_no_import_circle() -> None:
-    assert _cycles(GRAPH) == []
-
-
-def test_the_checker_sees_a_circle_and_an_upward_import() -> None:
-    """The rules above can fail: a made-up graph with a circle and an io -> cli import."""
-    assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
-    assert layer_of("io.checkpoint") < layer_of("cli.main")
-    assert layer_of("repair.policy") < layer_of("checks.diagnose") < layer_of("repair.execute")
+    if path.relative_to(PKG).as_posix() in OVERSIZE:
+        pytest.skip(OVERSIZE[path.relative_to(PKG).as_posix()])
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{module}: {lines} lines > {MAX_LINES}: split it along its concerns"
 
 
 # -- function-local imports ------------------------------------------------------------------------
@@ -214,11 +195,13 @@ def _section(title: str) -> str:
     return text[start : end if end != -1 else None]
 
 
-def _table_rows(section: str) -> list[tuple[str, str]]:
+def _table_rows(section: str, columns: int = 2) -> list[tuple[str, str]]:
+    """``(first cell, second cell)`` of every body row of the section's table with ``columns`` columns."""
     rows = []
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("|") and len(cells) == 2 and not set(cells[0]) <= {"-"} and cells[0] != "module":
+        header = cells[0] in ("module", "layer")
+        if line.startswith("|") and len(cells) == columns and not set(cells[0]) <= {"-"} and not header:
             rows.append((cells[0], cells[1]))
     return rows
 

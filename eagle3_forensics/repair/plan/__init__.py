@@ -1,0 +1,27 @@
+"""``repair_plan``: the plan for an engine-ready copy of a drafter, computed and checked in memory.
+
+One concern per module (every name importable from here, resolved lazily):
+
+* :mod:`.planner` — :func:`repair_plan`: diagnose, refuse what no conversion fixes, plan, check the
+  planned drafter in memory with every diagnose check;
+* :mod:`.result` — :class:`RepairPlan`, :class:`Step`, :class:`Refusal` and the in-memory planned drafter;
+* :mod:`.base`, :mod:`.config`, :mod:`.vocab`, :mod:`.tensors` — the planner: its shared state, then
+  one class per concern (the config, the vocabulary map, the tensors).
+"""
+
+from __future__ import annotations
+
+from eagle3_forensics._lazy import lazy_exports
+
+_EXPORTS = {
+    "_check_engine": "planner",
+    "_check_trust": "planner",
+    "repair_plan": "planner",
+    "RECORD_FILE": "result",
+    "RepairArgumentError": "result",
+    "Step": "result",
+    "Refusal": "result",
+    "RepairPlan": "result",
+}
+__all__ = sorted(n for n in _EXPORTS if not n.startswith("_"))  # the private names: old callers
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
