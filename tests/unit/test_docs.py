@@ -47,8 +47,6 @@ PENDING = {
     "eagle3_forensics/engines/vllm.py",
     "eagle3_forensics/engines/speculators.py",
     "eagle3_forensics/engines/tensorrt_llm.py",
-    # being split into one module per concern; the split rewrites its citations
-    "eagle3_forensics/reference/drafter.py",
 }
 
 
