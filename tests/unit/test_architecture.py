@@ -18,7 +18,7 @@ PKG = ROOT / "eagle3_forensics"
 
 # Lowest first. A module may import from its own layer or any layer below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "findings", "_lazy", "schemas"),
+    ("errors", "findings", "_lazy", "schemas", "extras"),
     ("io",),
     ("engines", "vocab", "repair.policy"),
     ("checks",),
