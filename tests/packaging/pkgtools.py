@@ -25,8 +25,8 @@ def pip_env(**extra: str) -> dict[str, str]:
     env.update(
         PIP_CONSTRAINT="", PIP_FIND_LINKS="", PIP_EXTRA_INDEX_URL="", PIP_DISABLE_PIP_VERSION_CHECK="1"
     )
+    env.pop("PYTHONPATH", None)  # the checkout must not shadow what is installed (unless asked)
     env.update(extra)
-    env.pop("PYTHONPATH", None)
     return env
 
 

@@ -54,6 +54,7 @@ def test_wheel_fits_the_sglang_loader_venv(dist: Dist, tmp_path: Path, timed: No
         cwd=tmp_path,
     )
     assert proc.returncode == 1, proc.stderr[-2000:]
+    assert proc.stdout.startswith("{"), proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["error"] is None and "D2T_ABSOLUTE" in {f["code"] for f in out["findings"]}
     where = run(
