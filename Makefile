@@ -43,6 +43,9 @@ test: setup  ## lint, type-check and run the test suite (CPU)
 docs: setup  ## the documentation site from docs/ (mkdocs-material, --strict: a broken link, anchor or page fails) -> build/site
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
 
+test-packaging: setup  ## the packaging tier (needs PyPI): wheel+sdist, twine, pipx, resolver beside SGLang/vLLM/speculators, core tests on Python 3.11-3.13
+	timeout 3600 $(VENV)/bin/pytest -q -m packaging -p no:cacheprovider --durations=0 tests/packaging
+
 browser: setup  ## Debian's chromium (apt-get, once) and Playwright for Python: what tests/browser needs
 	@if [ -x /usr/bin/chromium ]; then \
 		echo "chromium: $$(/usr/bin/chromium --version 2>/dev/null | tail -1)"; \
@@ -133,4 +136,4 @@ bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf reports build .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup data notebooks report test lint lab browser bench clean engine-env test-engine docs
+.PHONY: help setup data notebooks report test test-packaging lint lab browser bench clean engine-env test-engine docs

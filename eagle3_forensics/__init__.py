@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from eagle3_forensics._lazy import lazy_exports
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Public names resolved on first use, so ``import eagle3_forensics`` stays fast: numpy and torch
 # load only when one of them is touched.

@@ -18,7 +18,8 @@ class ExitCode(IntEnum):
     FINDINGS = 1
     """At least one error-severity finding, a refused or unverified operation, or a failed gate."""
     UNUSABLE = 2
-    """Unusable input (missing, truncated or unparseable file, refused pickle, missing shard) or bad arguments."""
+    """Unusable input (missing, truncated or unparseable file, refused pickle, missing shard), bad arguments,
+    or a missing optional dependency (``extras.MissingExtraError``: the line names the extra)."""
     INTERNAL = 3
     """An internal error: a bug in eagle3-forensics. Please report it."""
     SERVER = 4

@@ -18,8 +18,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import torch
-from safetensors.torch import load_file, save_file
+import pytest
+
+# The fixtures are built with torch (the probe extra): where it is absent (the core-only tier of
+# tests/packaging), every test module importing this one skips.
+torch = pytest.importorskip("torch")
+
+from safetensors.torch import load_file, save_file  # noqa: E402
 
 # -- sizes --------------------------------------------------------------------------------------
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import build_hostile_drafter
 from jsoncontract import JsonLog, summary_lines
 
 from eagle3_forensics import schemas
@@ -43,6 +42,8 @@ def hostile_drafter(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's healthy drafter in a directory named ``builders.DIR_PAYLOAD``, with an extra
     tensor named ``builders.TENSOR_PAYLOAD``: script-injection payloads every view must escape.
     Shared read-only; a test that needs it inside its own tree links to it."""
+    from builders import build_hostile_drafter  # imports torch: skips where it is absent
+
     return build_hostile_drafter(tmp_path_factory.mktemp("hostile"), DEMO / "drafters" / "healthy")
 
 

@@ -9,10 +9,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import torch
-from safetensors.torch import save_file
+import pytest
 
-from eagle3_forensics.io.dumps.arrow import write_stream
+# The fixtures are built with torch (the probe extra): where it is absent (the core-only tier of
+# tests/packaging), every test module importing this one skips.
+torch = pytest.importorskip("torch")
+
+from safetensors.torch import save_file  # noqa: E402
+
+from eagle3_forensics.io.dumps.arrow import write_stream  # noqa: E402
 
 H = 16  # hidden size of the synthetic dumps
 K = 3  # aux layers

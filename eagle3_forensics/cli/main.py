@@ -6,7 +6,8 @@ One module per command (``cli/<command>.py``, each with ``add_parser(sub, parser
 
 Exit codes: 0 no error finding / success; 1 at least one error finding; 2 unusable input
 or bad arguments (one line on stderr, never a traceback); 3 an internal error (a bug: please report);
-4 a live server could not be probed. Only a :class:`~eagle3_forensics.errors.ForensicsError` maps to
+4 a live server could not be probed. A command whose optional dependencies are missing says which
+extra to install (``MISSING_EXTRA``, exit 2: :mod:`eagle3_forensics.extras`). Only a :class:`~eagle3_forensics.errors.ForensicsError` maps to
 its own code (2 or 4): any other exception that escapes a command — a ``ValueError`` included — is a
 bug in eagle3-forensics, so user input must be turned into one of ours where it is read.
 
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, NoReturn
 
+from eagle3_forensics import __version__, extras
 from eagle3_forensics.cli import (
     audit_data,
     diagnose,
@@ -92,6 +94,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="eagle3-forensics", description="Forensic debugging of EAGLE-3 drafters.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:
         command.add_parser(sub, _Parser)
@@ -161,7 +164,13 @@ def _main(arguments: list[str], json_mode: bool) -> int:
         return hook(args, exc) if hook is not None else None
 
     try:
-        return int(args.func(args))
+        # A command's optional dependencies (its parser's ``extra``, and any optional module it meets
+        # later): missing, they are the user's to install, exit 2 naming the extra (extras.py).
+        purpose = f"'{command if command != NO_COMMAND else args.command}'"
+        with extras.translated(purpose, getattr(args, "extra", None)):
+            if getattr(args, "extra", None):
+                extras.require(args.extra, purpose)
+            return int(args.func(args))
     except ForensicsError as exc:
         path = exc.path or None
         return _fail(

@@ -19,4 +19,4 @@ def run(args: argparse.Namespace) -> int:
 def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     m = sub.add_parser("make-demo", help="regenerate the deterministic demo drafters")
     m.add_argument("out", nargs="?", default="data/demo")
-    m.set_defaults(func=run)
+    m.set_defaults(func=run, extra="probe")

@@ -75,4 +75,4 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     pr.add_argument("--no-sweep", action="store_true", help="skip the aux-layer sweep")
     pr.add_argument("--no-teacher-forced", action="store_true", help="skip the teacher-forced estimate")
     pr.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    pr.set_defaults(func=run, json_command="probe", json_error_payload=_error_payload)
+    pr.set_defaults(func=run, extra="probe", json_command="probe", json_error_payload=_error_payload)

@@ -82,4 +82,4 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     p.add_argument("--bucket", type=int, default=32, help="tokens per bucket of the along-the-sequence table")
     add_progress(p)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    p.set_defaults(func=run, json_command=COMMAND)
+    p.set_defaults(func=run, extra="offline", json_command=COMMAND)

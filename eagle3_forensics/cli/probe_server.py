@@ -103,4 +103,4 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         help="relative acceptance-length gap to --compare-with that is an error (default 0.10)",
     )
     ps.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    ps.set_defaults(func=run, json_command="probe-server")
+    ps.set_defaults(func=run, extra="server", json_command="probe-server")

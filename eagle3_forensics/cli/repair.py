@@ -72,4 +72,5 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     rp.add_argument("--dry-run", action="store_true", help="print the plan; write nothing")
     rp.add_argument("--force", action="store_true", help="replace an existing --out")
     rp.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    # no declared extra: repair needs torch only, and a missing torch is reported as the probe extra
     rp.set_defaults(func=run, json_command="repair", json_error_payload=json_error_payload)

@@ -17,4 +17,4 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     r.add_argument("--out", default="reports")
     r.add_argument("--demo", default="data/demo")
     r.add_argument("--timeout", type=int, default=300, help="per-notebook execution timeout (s)")
-    r.set_defaults(func=run)
+    r.set_defaults(func=run, extra="notebooks")

@@ -77,4 +77,4 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     ru.add_argument(
         "--json", action="store_true", help="print exactly one JSON object (summary.json's members) on stdout"
     )
-    ru.set_defaults(func=run, json_command="run")
+    ru.set_defaults(func=run, extra="notebooks", json_command="run")

@@ -25,9 +25,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
-import yaml
-from contract import (
+
+torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import yaml  # noqa: E402
+from contract import (  # noqa: E402
     DOCUMENTED,
     FUZZ_SETTINGS,
     TIME_LIMIT_S,
@@ -38,9 +39,9 @@ from contract import (
     run_cli,
     run_subprocess,
 )
-from hypothesis import event, given
-from hypothesis import strategies as st
-from mangle import (
+from hypothesis import event, given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from mangle import (  # noqa: E402
     FLAT_CONFIG,
     SPECULATORS_CONFIG,
     V,
@@ -54,10 +55,10 @@ from mangle import (
     write_drafter,
     write_target,
 )
-from safetensors.numpy import save_file as save_numpy
+from safetensors.numpy import save_file as save_numpy  # noqa: E402
 
-from eagle3_forensics.cli.main import _subcommands, build_parser
-from eagle3_forensics.engines.launch import LAUNCH_RELEASES
+from eagle3_forensics.cli.main import _subcommands, build_parser  # noqa: E402
+from eagle3_forensics.engines.launch import LAUNCH_RELEASES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+
 from eagle3_forensics.probe.core import probe, read_prompts
 from eagle3_forensics.repair.execute import repair
 

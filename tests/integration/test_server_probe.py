@@ -39,6 +39,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+
 from eagle3_forensics.cli.main import main
 from eagle3_forensics.errors import EXIT_SERVER
 from eagle3_forensics.probe.core import ProbeResult

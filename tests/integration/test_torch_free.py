@@ -1,19 +1,25 @@
 """``inspect`` and ``diagnose`` on safetensors never import torch; ``.bin`` input still works (and does).
+A command that needs a missing extra says which one: exit 2, one line, one JSON object.
 
 Each case is a fresh interpreter: the CLI runs under ``python -X importtime`` (every module it
-imported is listed on stderr), the API under ``python -c`` reporting ``sys.modules``.
+imported is listed on stderr), the API under ``python -c`` reporting ``sys.modules``; the missing
+extras under a wrapper that blocks the modules (``sys.modules[name] = None``: import fails as if
+the package were not installed). The cases needing torch to build their input skip without it
+(the core-only tier of tests/packaging runs this module too).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-import torch
-from builders import DrafterSpec, build_drafter, build_target, drafter_config, drafter_tensors
+
+from eagle3_forensics.extras import EXTRAS, installed
 
 ROOT = Path(__file__).resolve().parents[2]
 DRAFTERS = ROOT / "data" / "demo" / "drafters"
@@ -44,6 +50,9 @@ def _cli(*args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
 
 
 def _bf16(tmp: Path) -> Path:
+    torch = pytest.importorskip("torch")
+    from builders import DrafterSpec, build_drafter
+
     return build_drafter(
         tmp / "bf16", DrafterSpec(dtype=torch.bfloat16, torch_dtype="bfloat16", embed="target")
     )
@@ -76,6 +85,8 @@ def test_cli_import_is_light() -> None:
 )
 def test_cli_never_imports_torch_on_safetensors(args: tuple[str, ...], tmp_path: Path) -> None:
     if "BF16" in args:
+        from builders import build_target  # imports torch: skips without it
+
         target = build_target(tmp_path / "t", with_weights=True)
         args = tuple({"BF16": str(_bf16(tmp_path)), "TARGET": str(target)}.get(a, a) for a in args)
     proc, mods = _cli(*args)
@@ -105,12 +116,17 @@ def _api(*args: str) -> dict[str, object]:
 def test_api_never_imports_torch_on_safetensors(tmp_path: Path) -> None:
     got = _api(str(DRAFTERS / "d2t_absolute"))
     assert "D2T_ABSOLUTE" in got["codes"] and got["loaded"] == []
+    from builders import build_target  # imports torch: skips without it
+
     got = _api(str(_bf16(tmp_path)), str(build_target(tmp_path / "t", with_weights=True)))
     assert got["exit"] == 0 and got["loaded"] == []
 
 
-def _bin_twin(dst: Path, spec: DrafterSpec) -> Path:
-    """The drafter ``spec`` as ``pytorch_model.bin``."""
+def _bin_twin(dst: Path, spec: Any) -> Path:
+    """The drafter ``spec`` (a ``builders.DrafterSpec``) as ``pytorch_model.bin``."""
+    import torch
+    from builders import drafter_config, drafter_tensors
+
     dst.mkdir()
     (dst / "config.json").write_text(json.dumps(drafter_config(spec)))
     torch.save(drafter_tensors(spec), dst / "pytorch_model.bin")
@@ -119,6 +135,9 @@ def _bin_twin(dst: Path, spec: DrafterSpec) -> Path:
 
 @pytest.mark.parametrize("d2t", ["offsets", "absolute"])
 def test_bin_input_still_works_and_loads_torch(d2t: str, tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from builders import DrafterSpec, build_drafter
+
     spec = DrafterSpec(d2t=d2t, dtype=torch.bfloat16, torch_dtype="bfloat16")
     st = build_drafter(tmp_path / "st", spec)
     binary = _bin_twin(tmp_path / "bin", spec)
@@ -134,3 +153,126 @@ def test_bin_input_still_works_and_loads_torch(d2t: str, tmp_path: Path) -> None
         json.loads(proc.stdout)["format"]
         == json.loads(_cli("diagnose", str(st), "--json")[0].stdout)["format"]
     )
+
+
+# -- a missing extra: exit 2, one line on stderr, one JSON object under --json ----------------------
+
+# Runs the CLI with the named modules blocked: ``import torch`` then fails as if torch were absent.
+_BLOCKED = """
+import sys
+for name in sys.argv[1].split(","):
+    sys.modules[name] = None
+sys.argv = ["eagle3-forensics", *sys.argv[2:]]
+from eagle3_forensics.cli.main import main
+raise SystemExit(main())
+"""
+
+
+def _blocked(modules: tuple[str, ...], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _BLOCKED, ",".join(modules), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+def _junk_bin(tmp: Path) -> Path:
+    """A drafter directory whose weights are a ``pytorch_model.bin``: only torch reads those."""
+    d = tmp / "bin_drafter"
+    d.mkdir()
+    (d / "config.json").write_bytes((DRAFTERS / "healthy" / "config.json").read_bytes())
+    (d / "pytorch_model.bin").write_bytes(b"PK\x03\x04 not read without torch")
+    return d
+
+
+# (blocked modules, the extra the line must name, the JSON schema, the command line)
+MISSING = {
+    "probe": (
+        ("torch",),
+        "probe",
+        "probe",
+        ["probe", str(DRAFTERS / "healthy"), "--target", str(TARGET), "--prompts", "p.jsonl"],
+    ),
+    "probe-transformers": (
+        ("transformers",),
+        "probe",
+        "probe",
+        ["probe", str(DRAFTERS / "healthy"), "--target", str(TARGET), "--prompts", "p.jsonl"],
+    ),
+    "probe-server": (
+        ("prometheus_client",),
+        "server",
+        "probe-server",
+        ["probe-server", "http://127.0.0.1:9", "--engine", "vllm", "--prompts", "p.jsonl"],
+    ),
+    "repair": (
+        ("torch",),
+        "probe",
+        "repair",
+        ["repair", str(DRAFTERS / "healthy"), "--engine", "sglang", "--out", "OUT"],
+    ),
+    "run": (
+        ("papermill",),
+        "notebooks",
+        "run",
+        ["run", "--config", "configs/demo.yaml", "--out", "OUT"],
+    ),
+    "probe-offline": (
+        ("pyarrow",),
+        "offline",
+        "probe-offline",
+        ["probe-offline", str(DRAFTERS / "healthy"), "--data", "DATA"],
+    ),
+    # met deep inside a static command (io.checkpoint's lazy torch import), not declared up front
+    "diagnose-bin": (("torch",), "probe", "diagnose", ["diagnose", "BIN"]),
+}
+
+
+@pytest.mark.parametrize("json_mode", [True, False], ids=["json", "text"])
+@pytest.mark.parametrize("case", list(MISSING))
+def test_missing_extra_names_it_in_one_line(case: str, json_mode: bool, tmp_path: Path) -> None:
+    blocked, extra, schema, argv = MISSING[case]
+    subs = {"OUT": str(tmp_path / "out"), "DATA": str(tmp_path), "BIN": str(_junk_bin(tmp_path))}
+    args = [subs.get(a, a) for a in argv] + (["--json"] if json_mode else [])
+    proc = _blocked(blocked, *args)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr  # one line, never a traceback
+    assert f"pip install 'eagle3-forensics[{extra}]'" in lines[0]
+    named = re.search(r"\((\w+) is not installed\)", lines[0])
+    assert named and named.group(1) in EXTRAS[extra]
+    # the blocked module, or one of the extra's that this environment lacks anyway (the core tier)
+    assert named.group(1) in blocked or not installed(named.group(1))
+    assert not (tmp_path / "out").exists()  # nothing was started
+    if not json_mode:
+        assert proc.stdout == ""
+        return
+    obj = json.loads(proc.stdout)  # exactly one object: json.loads refuses trailing text
+    assert obj["schema"] == f"eagle3-forensics/{schema}/1"
+    assert obj["exit_code"] == 2
+    assert obj["error"]["code"] == "MISSING_EXTRA"
+    assert obj["error"]["message"] == lines[0].removeprefix("eagle3-forensics: ")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("inspect", str(DRAFTERS / "healthy"), "--json"),
+        ("diagnose", str(DRAFTERS / "d2t_absolute"), "--target", str(TARGET), "--json"),
+        ("schema", "diagnose"),
+        ("history", "HIST", "--json"),
+    ],
+    ids=["inspect", "diagnose", "schema", "history"],
+)
+def test_static_commands_run_with_every_extra_blocked(args: tuple[str, ...], tmp_path: Path) -> None:
+    """The core's commands still answer with every optional module blocked (the core install)."""
+    blocked = tuple(sorted({m for modules in EXTRAS.values() for m in modules}))
+    proc = _blocked(blocked, *(str(tmp_path) if a == "HIST" else a for a in args))
+    assert proc.returncode in (0, 1) or (args[0] == "history" and proc.returncode == 2), proc.stderr
+    assert "extra" not in proc.stderr
+    if "--json" in args:
+        obj = json.loads(proc.stdout)
+        assert obj["schema"].startswith("eagle3-forensics/")
+        assert obj["error"] is None or obj["error"]["code"] != "MISSING_EXTRA"

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from builders import build_target
-from dump_builders import H, ge_data, rows, save, specforge, specforge_broken, speculators, write_map
 
-from eagle3_forensics.checks.data import (
+torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+from builders import build_target  # noqa: E402
+from dump_builders import H, ge_data, rows, save, specforge, specforge_broken, speculators, write_map  # noqa: E402
+
+from eagle3_forensics.checks.data import (  # noqa: E402
     DATA_CODES,
     AuditScan,
     audit_data,
@@ -20,7 +21,7 @@ from eagle3_forensics.checks.data import (
     merge_scans,
     scan_data,
 )
-from eagle3_forensics.findings import DATA_CATALOGUE, Severity
+from eagle3_forensics.findings import DATA_CATALOGUE, Severity  # noqa: E402
 
 V = 64
 

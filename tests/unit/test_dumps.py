@@ -6,8 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from dump_builders import (
+
+torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+from dump_builders import (  # noqa: E402
     H,
     K,
     evil_pickle,
@@ -21,8 +22,8 @@ from dump_builders import (
     speculators_v04,
 )
 
-from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
-from eagle3_forensics.io.dumps import LAYOUTS, ArrowError, ArrowStream, SampleError, open_dumps, write_stream
+from eagle3_forensics.errors import BadArgumentsError, UnusableInputError  # noqa: E402
+from eagle3_forensics.io.dumps import LAYOUTS, ArrowError, ArrowStream, SampleError, open_dumps, write_stream  # noqa: E402
 
 ARROW = Path(__file__).resolve().parents[1] / "data" / "arrow"
 

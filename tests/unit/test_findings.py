@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
-from builders import (
+
+torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+from builders import (  # noqa: E402
     SMALL_V,
     DrafterSpec,
     V,
@@ -23,10 +24,10 @@ from builders import (
     speculators_spec,
     write_checkpoint,
 )
-from safetensors.torch import load_file
+from safetensors.torch import load_file  # noqa: E402
 
-from eagle3_forensics.checks.diagnose import diagnose
-from eagle3_forensics.findings import (
+from eagle3_forensics.checks.diagnose import diagnose  # noqa: E402
+from eagle3_forensics.findings import (  # noqa: E402
     CATALOGUE,
     CHECK_CATALOGUE,
     DATA_CATALOGUE,

@@ -5,13 +5,16 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-import torch
-from matplotlib.figure import Figure
 
-from eagle3_forensics.views.plots import (
+torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+pytest.importorskip("matplotlib")  # the notebooks extra
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from eagle3_forensics.views.plots import (  # noqa: E402
     _label,
     plot_coverage_by_class,
     plot_coverage_curve,
@@ -21,9 +24,9 @@ from eagle3_forensics.views.plots import (
     plot_token_frequencies,
     plot_top_uncovered,
 )
-from eagle3_forensics.vocab.coverage import coverage_report, token_table
-from eagle3_forensics.vocab.inputs import load_mapping
-from eagle3_forensics.vocab.mapping import absolute_to_offsets, build_vocab_mapping
+from eagle3_forensics.vocab.coverage import coverage_report, token_table  # noqa: E402
+from eagle3_forensics.vocab.inputs import load_mapping  # noqa: E402
+from eagle3_forensics.vocab.mapping import absolute_to_offsets, build_vocab_mapping  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::eagle3_forensics.vocab.mapping.VocabPaddingWarning")
 

@@ -7,11 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
-from builders import TARGET_LAYERS, build_drafter, build_target, speculators_spec, target_embedding
 
-from eagle3_forensics.errors import UnusableInputError
-from eagle3_forensics.reference.drafter import (
+torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+from builders import TARGET_LAYERS, build_drafter, build_target, speculators_spec, target_embedding  # noqa: E402
+
+from eagle3_forensics.errors import UnusableInputError  # noqa: E402
+from eagle3_forensics.reference.drafter import (  # noqa: E402
     VIEW_NAMES,
     DrafterSpec,
     Eagle3Drafter,
