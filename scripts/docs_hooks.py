@@ -86,6 +86,9 @@ def cli_reference() -> str:
     try:
         parser = build_parser()
         out: list[str] = []
+        top = _option_rows(parser)  # options of the program itself (--version, ...)
+        if top:
+            out += [f"## `{parser.prog}`", "", "| argument | meaning | default |", "|---|---|---|", *top, ""]
         for name, (sub, summary) in _subparsers(parser).items():
             out += _command_section(f"{parser.prog} {name}", sub, summary, 2)
     finally:  # the tests call this in-process: leave the terminal width as it was
