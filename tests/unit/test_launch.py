@@ -23,6 +23,8 @@ from eagle3_forensics.engines.launch import (
     SGLANG_0_5_16,
     TENSORRT_LLM_MAIN,
     VLLM_0_32_0,
+    VLLM_0_33_0,
+    VLLM_0_34_0,
     launch_rules_for,
     read_launch,
 )
@@ -243,7 +245,9 @@ def test_launch_table_follows_the_judged_release() -> None:
     assert launch_rules_for(resolve_release("sglang==0.5.14")) is SGLANG_0_5_12
     assert launch_rules_for(resolve_release("sglang==0.5.16")) is SGLANG_0_5_16
     assert launch_rules_for(resolve_release("sglang")) is SGLANG_0_5_16
-    assert launch_rules_for(resolve_release("vllm")) is VLLM_0_32_0
+    assert launch_rules_for(resolve_release("vllm==0.32.0")) is VLLM_0_32_0
+    assert launch_rules_for(resolve_release("vllm==0.33.0")) is VLLM_0_33_0
+    assert launch_rules_for(resolve_release("vllm")) is VLLM_0_34_0
     with pytest.raises(BadArgumentsError, match="no launch rules"):
         launch_rules_for(resolve_release("speculators"))
 
