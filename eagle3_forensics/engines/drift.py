@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from eagle3_forensics.engines import ENGINE_RELEASES
 from eagle3_forensics.engines.citations import key, parse_source
+from eagle3_forensics.engines.launch import LAUNCH_RELEASES
 from eagle3_forensics.engines.proof import Citation
 from eagle3_forensics.engines.rules import version_key
 
@@ -244,9 +246,6 @@ def render_table(drifts: Iterable[Drift], uncompared: Iterable[str] = ()) -> str
 
 def all_sources() -> Iterator[str]:
     """Every ``sources`` entry of every engine and launch table (the files ``pin`` hashes)."""
-    from eagle3_forensics.engines import ENGINE_RELEASES
-    from eagle3_forensics.engines.launch import LAUNCH_RELEASES
-
     for releases in ENGINE_RELEASES.values():
         for table in releases:
             yield from table.sources
@@ -261,9 +260,6 @@ def all_sources() -> Iterator[str]:
 
 def all_citations() -> list[Citation]:
     """Every citation row of every engine and launch table (deduplicated)."""
-    from eagle3_forensics.engines import ENGINE_RELEASES
-    from eagle3_forensics.engines.launch import LAUNCH_RELEASES
-
     rows = {
         (c.package, c.version, c.path): c for rs in ENGINE_RELEASES.values() for r in rs for c in r.citations
     }
