@@ -254,7 +254,8 @@ def _with_proof(findings: list[Finding], proofs: dict[str, str], launch: LaunchR
             if launch is not None and f.code in LAUNCH_CATALOGUE
             else proofs.get(f.engine or "")
         )
-        out.append(replace(f, proof=proof) if f.engine is not None and proof is not None else f)
+        keep = f.proof is not None  # a rule that ran although its table as a whole was read
+        out.append(replace(f, proof=proof) if f.engine is not None and proof is not None and not keep else f)
     return out
 
 

@@ -83,7 +83,11 @@ def _name(rules: LaunchRules) -> str:
     return f"{rules.display} {rules.versions}"
 
 
-def _fail(launch: LaunchSettings, rules: LaunchRules, message: str, fix: str, **evidence: Any) -> Finding:
+def _fail(
+    launch: LaunchSettings, rules: LaunchRules, rule: str, message: str, fix: str, **evidence: Any
+) -> Finding:
+    """A start-up failure from the StartupRules field ``rule`` (its proof: ran when the loader tier runs it)."""
+    ran = rules.startup is not None and rule in rules.startup.ran
     return Finding(
         "LAUNCH_FAILS_AT_STARTUP",
         Severity.ERROR,
@@ -91,6 +95,7 @@ def _fail(launch: LaunchSettings, rules: LaunchRules, message: str, fix: str, **
         engine=launch.engine,
         evidence={"launch_release": launch.launch_release, "engine_release": launch.judged_by, **evidence},
         fix=fix,
+        proof="ran" if ran else None,
     )
 
 
@@ -107,6 +112,7 @@ def _refused_keys(startup: StartupRules, launch: LaunchSettings, rules: LaunchRu
         yield _fail(
             launch,
             rules,
+            "config_keys",
             f"{_name(rules)} refuses to start: {why}, and SpeculativeConfig forbids extra keys "
             "(pydantic extra='forbid': a validation error before anything loads).",
             f"Remove '{key}' from --speculative-config.",
@@ -117,11 +123,12 @@ def _refused_keys(startup: StartupRules, launch: LaunchSettings, rules: LaunchRu
 
 def _environment(startup: StartupRules, launch: LaunchSettings, rules: LaunchRules) -> Iterator[Finding]:
     value = launch.environment.get(startup.runner_env)
-    if value is None or not startup.env_values_refused or value == "1":
+    if value is None or startup.env_must_be is None or value == startup.env_must_be:
         return
     yield _fail(
         launch,
         rules,
+        "env_must_be",
         f"{_name(rules)} refuses to start: {startup.runner_env}={value} is no longer supported "
         "(Model Runner V1 has been removed).",
         f"Unset {startup.runner_env} in the command's environment.",
@@ -140,6 +147,7 @@ def _parallel_drafting(
         yield _fail(
             launch,
             rules,
+            "parallel_drafting",
             f"{_name(rules)} refuses to start: parallel_drafting is only supported by the dflash and dspark "
             f"methods, not {launch.method_used!r} (P-EAGLE was removed; SpeculativeConfig raises ValueError).",
             "Remove 'parallel_drafting' from --speculative-config (or serve on vLLM 0.33 for P-EAGLE).",
@@ -150,6 +158,7 @@ def _parallel_drafting(
         yield _fail(
             launch,
             rules,
+            "parallel_drafting",
             f"{_name(rules)}: parallel_drafting: true makes the server fall back to the V1 runner (P-EAGLE), and "
             "the drafter has no mask_hidden tensor: loading fails with 'mask_hidden not found in weights but "
             "model is configured for parallel drafting' (a crash at start-up).",
@@ -170,6 +179,7 @@ def _speculators(
         yield _fail(
             launch,
             rules,
+            "speculators_refused",
             f"{_name(rules)} refuses to start: the served checkpoint is a speculators '{kind}' checkpoint: "
             f"{refused[kind]}",
             "Serve it on a release that supports it, or convert the drafter to plain EAGLE-3.",
@@ -181,6 +191,7 @@ def _speculators(
         yield _fail(
             launch,
             rules,
+            "verifier_must_be_remote",
             f"{_name(rules)} refuses to start `{launch.program} <speculators checkpoint>`: the checkpoint's "
             f"speculators_config.verifier.name_or_path {verifier!r} is not a remote repository id (a local path "
             "or an id that exists as a local directory): 'Speculators verifier must name a remote model "
@@ -216,6 +227,7 @@ def _aux_disabled(
     yield _fail(
         launch,
         rules,
+        "runners",
         f"{_name(rules)}, {runner.name} runner: eagle_config.use_aux_hidden_state is false, so the drafter "
         "builds no fc, but this runner captures the aux states for every eagle3 launch: the drafter gets a "
         "k×H-wide input and fails the assert 'hidden_states and input_embeds must have the same last "

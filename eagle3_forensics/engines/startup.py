@@ -56,7 +56,7 @@ class StartupRules:
     removed_keys: tuple[tuple[str, str], ...] = ()  # (key, the release that removed it)
     runners: tuple[RunnerRule, ...] = ()
     runner_env: str = "VLLM_USE_V2_MODEL_RUNNER"
-    env_values_refused: tuple[str, ...] = ()  # values of runner_env that stop the server
+    env_must_be: str | None = None  # any other value of runner_env stops the server (0.34: "1")
     # speculative-config keys that, when true, make the release fall back to the V1 runner
     v1_forced_by: tuple[str, ...] = ()
     parallel_drafting: ParallelDrafting = ParallelDrafting.FORCES_V1
@@ -72,6 +72,9 @@ class StartupRules:
     context: ContextRule = ContextRule.RAISES_DRAFT
     cache_only_rope_types: frozenset[str] = frozenset()
     sources: tuple[str, ...] = ()
+    # the fields above whose rule ran through the release's own code on this CPU (the loader tier,
+    # tests/loaders/test_vllm034_startup.py); the others were read. Findings from them say "ran".
+    ran: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         for attr, enum in (("parallel_drafting", ParallelDrafting), ("context", ContextRule)):
@@ -80,6 +83,9 @@ class StartupRules:
             raise ValueError("startup rules: exactly one runner is the default")
         if any(k in self.config_keys for k, _ in self.removed_keys):
             raise ValueError("startup rules: a removed key is still accepted")
+        unknown = set(self.ran) - {f for f in self.__dataclass_fields__ if f != "ran"}
+        if unknown:
+            raise ValueError(f"startup rules: ran names unknown fields {sorted(unknown)}")
 
     def runner(self, name: str) -> RunnerRule | None:
         return next((r for r in self.runners if r.name == name), None)
@@ -234,13 +240,16 @@ VLLM_0_34_0 = replace(
     config_keys=_KEYS_0_34,
     removed_keys=tuple((k, "0.34.0") for k in _REMOVED_0_34),
     runners=(RunnerRule("V2", "every build: Model Runner V1 was removed", default=True),),
-    env_values_refused=("0", "false", "False"),
+    env_must_be="1",
     v1_forced_by=(),
     parallel_drafting=ParallelDrafting.REFUSED,
     speculators_refused=(("peagle", "P-EAGLE (parallel drafting EAGLE-3) is not supported."),),
     speculators_sets=(),
     methods_kept=None,
     context=ContextRule.LIMITS_SERVER,
+    ran=frozenset(
+        {"config_keys", "forbids_extra_keys", "env_must_be", "speculators_refused", "verifier_must_be_remote"}
+    ),
     sources=(
         _V.format(
             v="0.34.0", p="config/speculative.py (SpeculativeConfig fields; parallel_drafting :1688-1697)"

@@ -568,7 +568,10 @@ def test_vllm_0_34_refuses_removed_keys_that_0_33_accepts(key: str) -> None:
         "refuses to start" in f.message and "removed in 0.34.0" in f.message and "extra='forbid'" in f.message
     )
     assert f.fix == f"Remove '{key}' from --speculative-config."
-    assert f.proof == "read" and f.evidence["runner"] == "V2"
+    # this rule ran through vLLM 0.34.0's own SpeculativeConfig (tests/loaders/test_vllm034_startup.py)
+    assert f.proof == "ran" and f.evidence["runner"] == "V2"
+    older = one(launch(vllm_sc(', "num_spec_tokens": 2'), engines="vllm==0.33.0"), "LAUNCH_FAILS_AT_STARTUP")
+    assert older.proof == "read"
 
 
 def test_vllm_refuses_an_unknown_speculative_key_on_every_release() -> None:
