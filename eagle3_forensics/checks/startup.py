@@ -43,7 +43,7 @@ def check_startup(
         *_refused_keys(startup, launch, rules),
         *_environment(startup, launch, rules),
         *_parallel_drafting(ctx, startup, launch, rules),
-        *_speculators(startup, launch, rules, base or Path.cwd()),
+        *_speculators(ctx, startup, launch, rules, base or Path.cwd()),
         *_aux_disabled(ctx, runner, launch, rules),
         *_context(ctx, startup, runner, launch, rules),
     ]
@@ -169,25 +169,32 @@ def _parallel_drafting(
 
 
 def _speculators(
-    startup: StartupRules, launch: LaunchSettings, rules: LaunchRules, base: Path
+    ctx: Context, startup: StartupRules, launch: LaunchSettings, rules: LaunchRules, base: Path
 ) -> Iterator[Finding]:
-    kind = launch.speculators_type
+    refused = dict(startup.speculators_refused)
+    # the served checkpoint's type, else the diagnosed drafter's: vLLM reads a speculators draft named
+    # in --speculative-config through the same registry (transformers_utils/configs/speculators)
+    drafter_type = ctx.cfg.raw.get("speculators_model_type")
+    kind = launch.speculators_type or (drafter_type if isinstance(drafter_type, str) else None)
     if kind is None:
         return
-    refused = dict(startup.speculators_refused)
     if kind in refused:
         yield _fail(
             launch,
             rules,
             "speculators_refused",
-            f"{_name(rules)} refuses to start: the served checkpoint is a speculators '{kind}' checkpoint: "
+            f"{_name(rules)} refuses to start: the drafter is a speculators '{kind}' checkpoint: "
             f"{refused[kind]}",
             "Serve it on a release that supports it, or convert the drafter to plain EAGLE-3.",
             speculators_model_type=kind,
             outcome="refused",
         )
     verifier = launch.verifier
-    if startup.verifier_must_be_remote and not _remote(verifier, base):
+    if (
+        launch.speculators_type is not None
+        and startup.verifier_must_be_remote
+        and not _remote(verifier, base)
+    ):
         yield _fail(
             launch,
             rules,

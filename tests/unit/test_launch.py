@@ -622,6 +622,10 @@ def test_vllm_speculators_checkpoint_with_a_local_verifier_is_refused(tmp_path: 
     (remote / "config.json").write_text(json.dumps(cfg))
     f = one(launch(f"vllm serve {remote}", remote, engines="vllm==0.34.0"), "LAUNCH_FAILS_AT_STARTUP")
     assert "P-EAGLE (parallel drafting EAGLE-3) is not supported." in f.message
+    # named in --speculative-config instead of served: 0.34 reads it through the same speculators registry
+    named = vllm_sc(drafter=remote).replace('"method": "eagle3", ', "")
+    f = one(launch(named, remote, engines="vllm==0.34.0"), "LAUNCH_FAILS_AT_STARTUP")
+    assert "P-EAGLE" in f.message and f.proof == "ran"
     # 0.33 maps peagle to eagle3 with parallel_drafting true: V1, and no mask_hidden -> a load crash
     f = one(launch(f"vllm serve {remote}", remote, engines="vllm==0.33.0"), "LAUNCH_FAILS_AT_STARTUP")
     assert f.evidence["outcome"] == "crash" and f.evidence["runner"] == "V1"
