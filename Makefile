@@ -104,9 +104,11 @@ test-engine: $(ENGINE_STAMP)  ## run the real-vLLM tests (marked engine) against
 LOADERS_SGLANG := 0.5.23
 LOADERS_SGLANG_OLDEST := 0.5.11
 LOADERS_SPECULATORS := 0.9.0
+LOADERS_VLLM_GPU := 0.34.0
 SGLANG_STAMP := .venv-sglang/.loaders-stamp-$(LOADERS_SGLANG)
 SGLANG_OLDEST_STAMP := .venv-sglang-$(LOADERS_SGLANG_OLDEST)/.loaders-stamp-$(LOADERS_SGLANG_OLDEST)
 SPECULATORS_STAMP := .venv-speculators/.loaders-stamp-$(LOADERS_SPECULATORS)
+VLLM_GPU_STAMP := .venv-vllm034/.loaders-stamp-$(LOADERS_VLLM_GPU)
 
 $(SGLANG_STAMP): constraints.txt tests/loaders/build_venv.sh
 	PYTHON=$(PYTHON) tests/loaders/build_venv.sh sglang $(LOADERS_SGLANG) .venv-sglang
@@ -120,10 +122,18 @@ $(SPECULATORS_STAMP): constraints.txt tests/loaders/build_venv.sh
 	PYTHON=$(PYTHON) tests/loaders/build_venv.sh speculators $(LOADERS_SPECULATORS) .venv-speculators
 	@touch $@
 
-loaders-env: $(SGLANG_STAMP) $(SGLANG_OLDEST_STAMP) $(SPECULATORS_STAMP) $(ENGINE_STAMP)  ## venvs of the loader tier: SGLang 0.5.23 and 0.5.11, speculators 0.9.0 (+ .venv-engine)
+# vLLM 0.34.0 has no CPU build: its config classes only (start-up rules, tests/loaders/test_vllm034_startup.py)
+$(VLLM_GPU_STAMP): constraints.txt tests/loaders/build_venv.sh
+	PYTHON=$(PYTHON) tests/loaders/build_venv.sh vllm $(LOADERS_VLLM_GPU) .venv-vllm034
+	@touch $@
+
+loaders-env: $(SGLANG_STAMP) $(SGLANG_OLDEST_STAMP) $(SPECULATORS_STAMP) $(VLLM_GPU_STAMP) $(ENGINE_STAMP)  ## venvs of the loader tier: SGLang 0.5.23 and 0.5.11, speculators 0.9.0, vLLM 0.34.0 config classes (+ .venv-engine)
 
 test-loaders: setup loaders-env  ## run each engine's real loader over >=200 drafters and compare with the simulation -> build/loader-oracle.json
 	timeout 1800 $(VENV)/bin/pytest -q -m loaders -p no:cacheprovider tests/loaders
+
+engine-drift: setup  ## PyPI releases newer than each engine's newest table: cited files changed? -> build/engine-drift.json (needs PyPI; not in .ci/run)
+	$(PY) scripts/engine_drift.py --out build
 
 bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in one run)
 	$(PY) benchmarks/bench_cli.py
@@ -136,4 +146,4 @@ bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf reports build .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup data notebooks report test test-packaging lint lab browser bench clean engine-env test-engine docs
+.PHONY: help setup data notebooks report test test-packaging lint lab browser bench clean engine-env test-engine docs engine-drift

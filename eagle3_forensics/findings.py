@@ -108,6 +108,8 @@ LAUNCH_CATALOGUE: dict[str, str] = {
     "LAUNCH_DRAFT_PATH_OTHER": "The command serves another drafter than the one diagnosed (or one not found here).",
     "LAUNCH_SPEC_PARAMS_INCONSISTENT": "Draft steps, top-k and token counts the release refuses or silently adjusts.",
     "LAUNCH_CAPTURE_LAYERS_MISMATCH": "The launch option names other target layers than the drafter was trained on.",
+    "LAUNCH_FAILS_AT_STARTUP": "The release refuses or crashes at start-up on the command's speculative settings.",
+    "LAUNCH_CONTEXT_SHRUNK": "The release silently lowers the server's max_model_len to the drafter's.",
 }
 
 CATALOGUE: dict[str, str] = {**CHECK_CATALOGUE, **SERVER_CATALOGUE, **DATA_CATALOGUE, **LAUNCH_CATALOGUE}
@@ -128,6 +130,9 @@ class Finding:
     engine: str | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
     fix: str | None = None
+    # how the release's rule behind an engine finding is known: "ran" (its own code ran here) or
+    # "read" (read from its wheel); set by diagnose from the judged table (engines/proof.py)
+    proof: str | None = None
 
     def __post_init__(self) -> None:
         if self.code not in CATALOGUE:
@@ -143,6 +148,7 @@ class Finding:
             "message": self.message,
             "evidence": self.evidence,
             "fix": self.fix,
+            **({"proof": self.proof} if self.proof is not None else {}),
         }
 
     @classmethod
@@ -154,6 +160,7 @@ class Finding:
             engine=data.get("engine"),
             evidence=dict(data.get("evidence") or {}),
             fix=data.get("fix"),
+            proof=data.get("proof"),
         )
 
 

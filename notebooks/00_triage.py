@@ -24,7 +24,8 @@
 checkpoint = "../data/demo/drafters/d2t_absolute"  # drafter directory: config.json + weights
 target = "../data/demo/target"  # target model directory, or None (no cross-checks, no acceptance)
 # engine: "all", an engine ("sglang", "vllm", "eagle", "speculators", "tensorrt_llm": its newest
-# release) or one release, e.g. "sglang==0.5.11"
+# release) or one release, e.g. "sglang==0.5.11", "vllm==0.32.0" (rules run here) or "vllm==0.34.0"
+# (read from its wheel: no CPU build; vLLM releases 0.10.2, 0.20.0, 0.28.0, 0.32.0, 0.33.0, 0.34.0)
 engine = "all"
 prompts = "../data/demo/prompts.jsonl"  # probe prompts (.jsonl with {"prompt": ...} or one per line), or None
 max_prompts = 4  # how many of the prompts the probe uses (the first ones)

@@ -40,7 +40,8 @@
 checkpoint = "../data/demo/drafters/speculators_layout"  # drafter directory: config.json + weights
 target = "../data/demo/target"  # target model directory, or None to skip target cross-checks
 # engine: "all", an engine ("sglang", "vllm", "eagle", "speculators", "tensorrt_llm": its newest
-# release) or one release, e.g. "sglang==0.5.11"
+# release) or one release, e.g. "sglang==0.5.11", "vllm==0.32.0" (rules run here) or "vllm==0.34.0"
+# (read from its wheel: no CPU build; vLLM releases 0.10.2, 0.20.0, 0.28.0, 0.32.0, 0.33.0, 0.34.0)
 engine = "all"
 # explore_fate: what the static key browser shows, "ENGINE: ACTION" (e.g. "eagle: dropped") or "" (every key)
 explore_fate = ""

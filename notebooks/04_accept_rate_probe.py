@@ -170,7 +170,7 @@ engine_gap_figure(sr) if sr is not None and sr.compare else None
 # %% [markdown]
 # ## Explore
 #
-# Run the probe again with another K, engine release (`sglang==0.5.10.post1`, `vllm==0.10.2`, ...) or
+# Run the probe again with another K, engine release (`sglang==0.5.10.post1`, `vllm==0.10.2`, `vllm==0.34.0`, ...) or
 # choice of prompts (the live probe only: no teacher-forced estimate, no sweep).
 #
 # Live widgets in JupyterLab; static tables under papermill and in reports (the `explore_*` parameters

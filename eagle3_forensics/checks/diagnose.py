@@ -19,7 +19,7 @@ from eagle3_forensics.engines.launch import (
 from eagle3_forensics.engines.rules import EngineRules
 from eagle3_forensics.engines.simulate import LoadReport
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
-from eagle3_forensics.findings import Finding, Severity, count_by_severity, sort_findings
+from eagle3_forensics.findings import LAUNCH_CATALOGUE, Finding, Severity, count_by_severity, sort_findings
 from eagle3_forensics.io.checkpoint import Checkpoint, TensorInfo, open_checkpoint
 from eagle3_forensics.io.config import DrafterConfig
 from eagle3_forensics.io.launch import split_command
@@ -71,6 +71,7 @@ class Diagnosis:
     unusable: bool = False
     releases: dict[str, str] = field(default_factory=dict)  # engine -> the release it was judged by
     launch: LaunchSettings | None = None  # diagnose --launch: the command as the judged release reads it
+    proofs: dict[str, str] = field(default_factory=dict)  # engine -> "ran" | "read" (engines/proof.py)
 
     @property
     def errors(self) -> list[Finding]:
@@ -114,6 +115,7 @@ class Diagnosis:
             "counts": self.counts(),
             "load": {e: r.to_dict() for e, r in self.loads.items()},
             "releases": self.releases,
+            **({"proofs": self.proofs} if self.proofs else {}),
             **({"launch": self.launch.to_dict()} if self.launch is not None else {}),
         }
 
@@ -202,6 +204,8 @@ def diagnose(
         found = run_checks(ctx)
         if settings is not None and lrules is not None:
             found = _with_launch(found, ctx, settings, lrules, path, launch_base)
+        proofs = {r.name: r.proof.value for r in releases}
+        found = _with_proof(found, proofs, lrules)
         findings = sort_findings(_with_repair_hints(found, str(path), specs))
         return Diagnosis(
             str(path),
@@ -213,6 +217,7 @@ def diagnose(
             tinfo,
             releases=judged_labels,
             launch=settings,
+            proofs=proofs,
         )
     except UnusableInputError as exc:
         d = unreadable(path, releases, str(exc))
@@ -237,6 +242,21 @@ def _with_launch(
             if not (f.code == "AUX_LAYER_IDS_IGNORED_BY_ENGINE" and f.engine == settings.engine)
         ]
     return findings + check_launch(ctx, settings, rules, path, base)
+
+
+def _with_proof(findings: list[Finding], proofs: dict[str, str], launch: LaunchRules | None) -> list[Finding]:
+    """Each engine finding marked with how its rule is known: the judged table's proof, or for a
+    launch finding the launch table's."""
+    out = []
+    for f in findings:
+        proof = (
+            launch.proof.value
+            if launch is not None and f.code in LAUNCH_CATALOGUE
+            else proofs.get(f.engine or "")
+        )
+        keep = f.proof is not None  # a rule that ran although its table as a whole was read
+        out.append(replace(f, proof=proof) if f.engine is not None and proof is not None and not keep else f)
+    return out
 
 
 def _spec(rules: EngineRules) -> str:

@@ -17,11 +17,14 @@ the release would run with. Every fact was read in the released code; the flag r
   steps + 1 with a log warning; with topk absent but steps given, ``speculative_eagle_topk > 1``
   compares ``None`` and fails. With no draft path, ``ModelConfig.from_server_args`` falls back to
   ``model_path``: the target is loaded as the drafter (sglang#36528).
-- vLLM (``vllm==0.32.0``): ``FlexibleArgumentParser`` turns ``_`` into ``-`` in option names and
+- vLLM (``vllm==0.32.0``, ``==0.33.0``, ``==0.34.0``): ``FlexibleArgumentParser`` turns ``_`` into ``-`` in option names and
   merges ``--speculative-config.KEY VALUE`` into the JSON; ``-sc`` and ``--spec-method`` /
   ``--spec-model`` / ``--spec-tokens`` (mutually exclusive with the same JSON key) exist. Without
   ``method`` the method is guessed from the draft's name (``eagle-`` -> eagle, ``eagle3`` -> eagle3,
   else ``draft_model``); a method needs ``model`` and ``num_speculative_tokens`` (> 0).
+  ``vllm==0.33.0`` and ``==0.34.0`` read the command the same way; what each release refuses or
+  changes at start-up (keys, runners, P-EAGLE, the verifier and context rules, the explicit-method
+  rule) is its :class:`~eagle3_forensics.engines.startup.StartupRules` (``startup``).
 - TensorRT-LLM (``NVIDIA/TensorRT-LLM`` main branch, no installable release): ``trtllm-serve MODEL
   --config|--extra_llm_api_options FILE.yaml`` (click; read with ``yaml.safe_load``); the YAML's
   ``speculative_config`` holds ``decoding_type`` (``Eagle``; newer commits also ``Eagle3``),
@@ -31,12 +34,17 @@ the release would run with. Every fact was read in the released code; the flag r
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from eagle3_forensics.engines import startup
+from eagle3_forensics.engines.citations import cite
+from eagle3_forensics.engines.proof import Citation, Proof
 from eagle3_forensics.engines.rules import EngineRules, version_key
+from eagle3_forensics.engines.startup import StartupRules
 from eagle3_forensics.errors import BadArgumentsError
 from eagle3_forensics.io.launch import (
     CommandLine,
@@ -62,6 +70,7 @@ class Setting(StrEnum):
     TENSOR_PARALLEL_SIZE = "tensor_parallel_size"
     DRAFT_TENSOR_PARALLEL_SIZE = "draft_tensor_parallel_size"
     CAPTURE_LAYERS = "capture_layers"
+    MAX_MODEL_LEN = "max_model_len"  # the server's context (vLLM --max-model-len)
 
 
 INT_SETTINGS = frozenset(
@@ -73,6 +82,7 @@ INT_SETTINGS = frozenset(
         Setting.MAX_DRAFT_LEN,
         Setting.TENSOR_PARALLEL_SIZE,
         Setting.DRAFT_TENSOR_PARALLEL_SIZE,
+        Setting.MAX_MODEL_LEN,
     }
 )
 
@@ -169,6 +179,9 @@ class LaunchRules:
     speculators_model: tuple[tuple[str, str], ...] | None = None
     pinned: bool = True
     notes: tuple[str, ...] = ()
+    startup: StartupRules | None = None  # start-up validation and runner choice (vLLM; engines/startup.py)
+    proof: Proof = Proof.READ  # RAN: the release's own parser/validation ran here (engines/proof.py)
+    citations: tuple[Citation, ...] = ()  # sha256 of the cited wheel files (make engine-drift)
 
     def __post_init__(self) -> None:
         for attr, enum in (("method_case", MethodCase), ("draft_missing", DraftMissing), ("params", Params)):
@@ -280,6 +293,18 @@ SGLANG_0_5_16 = replace(
 # -- vLLM -------------------------------------------------------------------------------------------
 
 _VL = "vllm"
+# SpeculativeMethod (config/speculative.py): a pydantic Literal up to 0.33, so any other value is
+# refused at start-up; 0.34 types it `SpeculativeMethod | str` (registered custom methods).
+_METHODS_0_33 = (
+    *("ngram", "draft_model", "suffix", "custom_class", "eagle", "eagle3", "extract_hidden_states"),
+    *("dflash", "dspark", "ngram_gpu", "mtp"),
+    *("bailing_hybrid_mtp", "bailing_hybrid_v3_mtp", "deepseek_mtp", "dots3_note_mtp", "ernie_mtp"),
+    *("exaone4_5_mtp", "exaone_moe_mtp", "gemma4_mtp", "glm4_moe_lite_mtp", "glm4_moe_mtp", "glm5_next_mtp"),
+    *("glm_ocr_mtp", "hy_v3_mtp", "hy_v4_mtp", "inkling_mtp", "kimi_k3_mtp", "longcat_flash_mtp"),
+    *("mimo_mtp", "mimo_v2_mtp", "minimax_m3_mtp", "nemotron_h_mtp", "pangu_ultra_moe_mtp", "qwen3_5_mtp"),
+    *("qwen3_next_mtp", "qwen4_exp_mtp", "step3p5_mtp", "step5_mtp"),
+)
+_METHODS_0_32 = (*(m for m in _METHODS_0_33 if m != "step5_mtp"), "medusa", "mlp_speculator")
 VLLM_0_32_0 = LaunchRules(
     engine="vllm",
     display="vLLM",
@@ -305,6 +330,7 @@ VLLM_0_32_0 = LaunchRules(
         LaunchFlag(("--spec-model",), Setting.DRAFT, exclusive_with_config=True),
         LaunchFlag(("--spec-tokens",), Setting.NUM_SPECULATIVE_TOKENS, exclusive_with_config=True),
         LaunchFlag(("--tensor-parallel-size", "-tp"), Setting.TENSOR_PARALLEL_SIZE),
+        LaunchFlag(("--max-model-len",), Setting.MAX_MODEL_LEN),
     ),
     config_keys=(
         ConfigKey(Setting.METHOD, ("method",)),
@@ -327,7 +353,29 @@ VLLM_0_32_0 = LaunchRules(
     "without speculative model')",
     params=Params.NUM_SPECULATIVE_TOKENS,
     speculators_model=(("peagle", "eagle3"), ("dflash2", "dflash")),
+    method_choices=_METHODS_0_32,
+    startup=startup.VLLM_0_32_0,
 )
+VLLM_0_32_0 = replace(VLLM_0_32_0, citations=cite(VLLM_0_32_0.sources + startup.VLLM_0_32_0.sources))
+VLLM_0_33_0 = replace(
+    VLLM_0_32_0,
+    first="0.33.0",
+    last="0.33.0",
+    sources=tuple(s.replace("==0.32.0", "==0.33.0") for s in VLLM_0_32_0.sources),
+    method_choices=_METHODS_0_33,  # medusa and mlp_speculator removed
+    startup=startup.VLLM_0_33_0,
+)
+VLLM_0_33_0 = replace(VLLM_0_33_0, citations=cite(VLLM_0_33_0.sources + startup.VLLM_0_33_0.sources))
+VLLM_0_34_0 = replace(
+    VLLM_0_33_0,
+    first="0.34.0",
+    last="0.34.0",
+    sources=tuple(s.replace("==0.33.0", "==0.34.0") for s in VLLM_0_33_0.sources),
+    method_choices=None,  # `SpeculativeMethod | str`: custom methods registered by name
+    speculators_model=(("dflash2", "dflash"),),  # peagle raises (engines/startup.py)
+    startup=startup.VLLM_0_34_0,
+)
+VLLM_0_34_0 = replace(VLLM_0_34_0, citations=cite(VLLM_0_34_0.sources + startup.VLLM_0_34_0.sources))
 
 # -- TensorRT-LLM -----------------------------------------------------------------------------------
 
@@ -370,9 +418,15 @@ TENSORRT_LLM_MAIN = LaunchRules(
     notes=("Read at main-branch commits, not a release (the PyPI package is a stub); not run.",),
 )
 
+# RAN: the loader tier runs SGLang 0.5.11's and 0.5.23's own argparse on these flags
+# (tests/loaders/test_launch_oracle.py); the vLLM tables and the validation after parsing were read.
+SGLANG_0_5_11 = replace(SGLANG_0_5_11, proof=Proof.RAN, citations=cite(SGLANG_0_5_11.sources))
+SGLANG_0_5_12 = replace(SGLANG_0_5_12, citations=cite(SGLANG_0_5_12.sources))
+SGLANG_0_5_16 = replace(SGLANG_0_5_16, proof=Proof.RAN, citations=cite(SGLANG_0_5_16.sources))
+
 LAUNCH_RELEASES: dict[str, tuple[LaunchRules, ...]] = {
     "sglang": (SGLANG_0_5_11, SGLANG_0_5_12, SGLANG_0_5_16),
-    "vllm": (VLLM_0_32_0,),
+    "vllm": (VLLM_0_32_0, VLLM_0_33_0, VLLM_0_34_0),
     "tensorrt_llm": (TENSORRT_LLM_MAIN,),
 }
 
@@ -418,6 +472,9 @@ class LaunchSettings:
     options_file: str | None = None
     speculative_config: dict[str, Any] | None = None
     judged_by: str = ""  # the engine release label the drafter was judged by (set by diagnose)
+    environment: dict[str, str] = field(default_factory=dict)  # NAME=value assignments before the program
+    speculators_type: str | None = None  # `vllm serve CHECKPOINT`: its speculators_model_type
+    verifier: str | None = None  # `vllm serve CHECKPOINT`: speculators_config.verifier.name_or_path
 
     def get(self, setting: Setting) -> Any:
         return self.settings.get(setting.value)
@@ -437,6 +494,8 @@ class LaunchSettings:
             "method_refused": self.method_refused,
             "options_file": self.options_file,
             "speculative_config": self.speculative_config,
+            **({"environment": dict(self.environment)} if self.environment else {}),
+            **({"speculators_type": self.speculators_type} if self.speculators_type is not None else {}),
         }
 
 
@@ -447,6 +506,7 @@ def read_launch(line: CommandLine, rules: LaunchRules, base: Path | None = None)
     if line.program not in rules.programs:
         raise BadArgumentsError(f"--launch: {line.program} does not start {rules.display} ({rules.release})")
     out = LaunchSettings(line.text, rules.engine, line.program, rules.release, rules.sources)
+    out.environment = dict(line.environment)
     values: dict[Setting, tuple[Any, str]] = {}
     exclusive: dict[Setting, str] = {}
     config: dict[str, Any] | None = None
@@ -487,7 +547,7 @@ def read_launch(line: CommandLine, rules: LaunchRules, base: Path | None = None)
             values[flag.setting] = (_need(option, name), name)
             if flag.exclusive_with_config:
                 exclusive[flag.setting] = name
-    config, config_from = _speculators_model(rules, values, config, config_from, base)
+    config, config_from = _speculators_model(rules, values, config, config_from, base, out)
     if config is not None:
         if rules.normalise_config_keys:
             config = {str(k).replace("-", "_"): v for k, v in config.items()}
@@ -515,9 +575,11 @@ def _speculators_model(
     config: dict[str, Any] | None,
     config_from: str,
     base: Path | None,
+    out: LaunchSettings,
 ) -> tuple[dict[str, Any] | None, str]:
     """vLLM serving a speculators checkpoint as its model: the config it builds from that checkpoint,
-    with the user's JSON applied first and ``method`` / ``model`` locked (as the release does)."""
+    with the user's JSON applied first and ``method`` / ``model`` locked (as the release does);
+    ``out`` records the checkpoint's type and verifier for the start-up checks."""
     if rules.speculators_model is None or Setting.TARGET not in values:
         return config, config_from
     model = str(values[Setting.TARGET][0])
@@ -534,6 +596,12 @@ def _speculators_model(
         built.setdefault("num_speculative_tokens", first["speculative_tokens"])
     built["method"] = dict(rules.speculators_model).get(str(kind), kind)
     built["model"] = model
+    for model_type, key in rules.startup.speculators_sets if rules.startup else ():
+        if kind == model_type:
+            built[key] = True  # 0.32/0.33 base.py: peagle -> method eagle3 with parallel_drafting true
+    out.speculators_type = str(kind) if kind is not None else None
+    if isinstance(verifier, dict):
+        out.verifier = verifier.get("name_or_path")
     if isinstance(verifier, dict) and isinstance(verifier.get("name_or_path"), str):
         values[Setting.TARGET] = (
             verifier["name_or_path"],
@@ -571,7 +639,28 @@ def _merge_dotted(config: dict[str, Any], keys: list[str], value: Any) -> None:
     node[keys[-1]] = value
 
 
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_MULTIPLIER = {
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "K": 2**10,
+    "M": 2**20,
+    "G": 2**30,
+    "T": 2**40,
+}
+
+
 def _coerce(setting: Setting, raw: Any, where: str, rules: LaunchRules) -> Any:
+    if setting is Setting.MAX_MODEL_LEN and isinstance(raw, str):
+        # vLLM human_readable_int_or_auto: '32k' -> 32000, '32K' -> 32768, '-1' / 'auto' -> -1
+        text = raw.strip()
+        m = _HUMAN_INT.fullmatch(text)
+        if text == "-1" or text.lower() == "auto":
+            return -1
+        if m is not None:
+            return int(float(m[1]) * _MULTIPLIER[m[2]])
     if setting in INT_SETTINGS:
         if isinstance(raw, bool) or not isinstance(raw, (int, str)):
             raise BadArgumentsError(f"--launch: {where} must be an integer, got {raw!r}"[:200])
@@ -603,11 +692,23 @@ def _resolve_method(out: LaunchSettings, rules: LaunchRules, speculative: bool) 
     if written is not None:
         out.method_source = "flag"
         if rules.method_choices is not None and written not in rules.method_choices:
+            shown = (
+                rules.method_choices
+                if len(rules.method_choices) <= 12
+                else (*rules.method_choices[:11], "...")
+            )
             out.method_refused = (
-                f"{written!r} is not one of its choices {', '.join(rules.method_choices)} "
+                f"{written!r} is not one of its choices {', '.join(shown)} "
                 "(compared exactly: the parser refuses it at startup)"
             )
         out.method_used = rules.used_method(written)
+        kept = rules.startup.methods_kept if rules.startup is not None else None
+        if out.method_refused is None and kept is not None and out.method_used not in kept:
+            # vLLM <= 0.33: an explicit draft_model / mtp method still goes through the draft-name rule
+            name = str(out.get(Setting.DRAFT) or "").lower()
+            detected = next((m for sub, m in rules.method_from_draft_name if name and sub in name), None)
+            if detected is not None and detected != out.method_used:
+                out.method_used, out.method_source = detected, "draft name"
         return
     if not speculative or rules.method_detect_fallback is None:
         return  # no method: no speculative decoding (SGLang ignores the other speculative flags)

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from eagle3_forensics.engines.proof import Citation, Proof
+
 
 class Fill(StrEnum):
     """How an engine fills one of its parameters."""
@@ -604,6 +606,8 @@ class EngineRules:
     # fused with the residual; vLLM / speculators: input_layernorm)
     rest_layer_input_norm: str = "input_layernorm"
     notes: tuple[str, ...] = ()
+    proof: Proof = Proof.READ  # RAN: the loader tier runs this release's own loader (engines/proof.py)
+    citations: tuple[Citation, ...] = ()  # sha256 of the cited wheel files (make engine-drift)
 
     def __post_init__(self) -> None:
         try:
@@ -757,6 +761,8 @@ RELEASE_FIELDS: tuple[str, ...] = (
     "use_aux_hidden_state",
     "buffer_count_from",
     "speculators_shim",
+    "proof",
+    "citations",
 )
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from eagle3_forensics.engines.citations import with_provenance
 from eagle3_forensics.engines.rules import (
     ArchAux,
     AuxConvert,
@@ -715,4 +716,6 @@ RELEASES: tuple[EngineRules, ...] = (
     SGLANG_0_5_18,
 )
 
+# RAN: the loader tier runs these releases' own loaders on the CPU (tests/loaders); the rest were read
+RELEASES = with_provenance(RELEASES, ran=("0.5.11", "0.5.23"))
 RULES = RELEASES[-1]  # the newest described release

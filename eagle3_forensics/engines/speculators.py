@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from eagle3_forensics.engines.citations import with_provenance
 from eagle3_forensics.engines.rules import (
     AuxConvert,
     AuxRule,
@@ -262,4 +263,6 @@ RELEASES: tuple[EngineRules, ...] = (
     SPECULATORS_0_7_0,
 )
 
+# RAN: the loader tier runs these releases' own loaders on the CPU (tests/loaders); the rest were read
+RELEASES = with_provenance(RELEASES, ran=("0.9.0",))
 RULES = RELEASES[-1]

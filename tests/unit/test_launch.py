@@ -12,6 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
+from builders import H, build_drafter
 
 from eagle3_forensics.checks.diagnose import Diagnosis, diagnose
 from eagle3_forensics.cli.main import main
@@ -23,6 +25,8 @@ from eagle3_forensics.engines.launch import (
     SGLANG_0_5_16,
     TENSORRT_LLM_MAIN,
     VLLM_0_32_0,
+    VLLM_0_33_0,
+    VLLM_0_34_0,
     launch_rules_for,
     read_launch,
 )
@@ -243,7 +247,9 @@ def test_launch_table_follows_the_judged_release() -> None:
     assert launch_rules_for(resolve_release("sglang==0.5.14")) is SGLANG_0_5_12
     assert launch_rules_for(resolve_release("sglang==0.5.16")) is SGLANG_0_5_16
     assert launch_rules_for(resolve_release("sglang")) is SGLANG_0_5_16
-    assert launch_rules_for(resolve_release("vllm")) is VLLM_0_32_0
+    assert launch_rules_for(resolve_release("vllm==0.32.0")) is VLLM_0_32_0
+    assert launch_rules_for(resolve_release("vllm==0.33.0")) is VLLM_0_33_0
+    assert launch_rules_for(resolve_release("vllm")) is VLLM_0_34_0
     with pytest.raises(BadArgumentsError, match="no launch rules"):
         launch_rules_for(resolve_release("speculators"))
 
@@ -270,7 +276,8 @@ def test_every_launch_table_cites_its_files() -> None:
 )
 def test_consistent_launch_gives_no_finding(cmd: str) -> None:
     drafter = DEMO / "drafters" / "speculators_layout" if "speculators_layout" in cmd else HEALTHY
-    d = launch(cmd, drafter)
+    # the demo speculators drafter's verifier is a local path: vLLM 0.33+ refuse to serve it directly
+    d = launch(cmd, drafter, engines="vllm==0.32.0" if "speculators_layout" in cmd else "all")
     assert d.findings == [], [(f.code, f.message) for f in d.findings]
     assert d.launch is not None and d.exit_code == 0
 
@@ -531,3 +538,182 @@ def test_cli_text_and_json_name_the_launch_release(capsys: pytest.CaptureFixture
     obj = json.loads(capsys.readouterr()[0])
     assert obj["engines"] == ["sglang"] and obj["launch"]["launch_release"] == "sglang 0.5.16–0.5.23"
     assert obj["launch"]["settings"]["method"] == "EAGLE"
+
+
+# -- vLLM 0.33 / 0.34 start-up rules: LAUNCH_FAILS_AT_STARTUP, LAUNCH_CONTEXT_SHRUNK -------------------
+# Every expectation was read in the released vllm 0.32.0 / 0.33.0 / 0.34.0 wheels (engines/startup.py).
+
+
+def vllm_sc(extra: str = "", drafter: Path = HEALTHY) -> str:
+    return (
+        f"vllm serve {TARGET} --speculative-config "
+        f"""'{{"method": "eagle3", "model": "{drafter}", "num_speculative_tokens": 3{extra}}}'"""
+    )
+
+
+def startup(d: Diagnosis) -> list[Finding]:
+    return [f for f in d.findings if f.code == "LAUNCH_FAILS_AT_STARTUP"]
+
+
+@pytest.mark.parametrize("key", ["disable_padded_drafter_batch", "use_heterogeneous_vocab"])
+def test_vllm_0_34_refuses_removed_keys_that_0_33_accepts(key: str) -> None:
+    extra = f', "{key}": true'
+    for release in ("vllm==0.32.0", "vllm==0.33.0"):
+        assert not [
+            f for f in startup(launch(vllm_sc(extra), engines=release)) if f.evidence.get("key") == key
+        ]
+    f = one(launch(vllm_sc(extra), engines="vllm==0.34.0"), "LAUNCH_FAILS_AT_STARTUP")
+    assert f.severity is Severity.ERROR and f.evidence["key"] == key and f.evidence["outcome"] == "refused"
+    assert (
+        "refuses to start" in f.message and "removed in 0.34.0" in f.message and "extra='forbid'" in f.message
+    )
+    assert f.fix == f"Remove '{key}' from --speculative-config."
+    # this rule ran through vLLM 0.34.0's own SpeculativeConfig (tests/loaders/test_vllm034_startup.py)
+    assert f.proof == "ran" and f.evidence["runner"] == "V2"
+    older = one(launch(vllm_sc(', "num_spec_tokens": 2'), engines="vllm==0.33.0"), "LAUNCH_FAILS_AT_STARTUP")
+    assert older.proof == "read"
+
+
+def test_vllm_refuses_an_unknown_speculative_key_on_every_release() -> None:
+    for release in ("vllm==0.32.0", "vllm==0.33.0", "vllm==0.34.0"):
+        f = one(launch(vllm_sc(', "num_spec_tokens": 2'), engines=release), "LAUNCH_FAILS_AT_STARTUP")
+        assert "'num_spec_tokens' is not a field" in f.message
+    # keys each release does accept (dotted spelling too) give nothing
+    for release, extra in (("vllm==0.33.0", ', "draft_lm_head_quantization": "fp8"'), ("vllm==0.34.0", "")):
+        assert not startup(launch(vllm_sc(extra), engines=release))
+    assert not startup(launch(vllm_sc(), engines="vllm==0.34.0"))
+    assert not startup(
+        launch(vllm_sc() + " --speculative-config.rejection_sample_method standard", engines="vllm")
+    )
+
+
+def test_vllm_parallel_drafting_refused_by_0_34_and_a_load_crash_before(tmp_path: Path) -> None:
+    extra = ', "parallel_drafting": true'
+    refused = one(launch(vllm_sc(extra), engines="vllm==0.34.0"), "LAUNCH_FAILS_AT_STARTUP")
+    assert (
+        "only supported by the dflash and dspark" in refused.message
+        and refused.evidence["outcome"] == "refused"
+    )
+    for release in ("vllm==0.32.0", "vllm==0.33.0"):
+        f = one(launch(vllm_sc(extra), engines=release), "LAUNCH_FAILS_AT_STARTUP")
+        assert "mask_hidden not found" in f.message and f.evidence["outcome"] == "crash"
+        assert f.evidence["runner"] == "V1" and "parallel_drafting" in f.evidence["runner_why"]
+    # a P-EAGLE drafter (it has mask_hidden) runs on 0.33's V1 runner; false is harmless everywhere
+    peagle = build_drafter(tmp_path / "peagle", extra_keys={"mask_hidden": ((1, 1, H), torch.float32)})
+    assert not startup(launch(vllm_sc(extra, peagle), peagle, engines="vllm==0.33.0"))
+    assert not startup(launch(vllm_sc(', "parallel_drafting": false'), engines="vllm==0.34.0"))
+
+
+def test_vllm_speculators_checkpoint_with_a_local_verifier_is_refused(tmp_path: Path) -> None:
+    drafter = DEMO / "drafters" / "speculators_layout"  # verifier: data/demo/target, a local path
+    cmd = f"vllm serve {drafter}"
+    assert not startup(launch(cmd, drafter, engines="vllm==0.32.0"))
+    for release in ("vllm==0.33.0", "vllm==0.34.0"):
+        f = one(launch(cmd, drafter, engines=release), "LAUNCH_FAILS_AT_STARTUP")
+        assert "remote model repository" in f.message and f.evidence["verifier"] == "data/demo/target"
+        assert "--model" in (f.fix or "")
+    remote = tmp_path / "remote"
+    shutil.copytree(drafter, remote)
+    cfg = json.loads((remote / "config.json").read_text())
+    cfg["speculators_config"]["verifier"]["name_or_path"] = "meta-llama/Llama-3.1-8B-Instruct"
+    (remote / "config.json").write_text(json.dumps(cfg))
+    assert not startup(launch(f"vllm serve {remote}", remote, engines="vllm==0.34.0"))
+    cfg["speculators_model_type"] = "peagle"
+    (remote / "config.json").write_text(json.dumps(cfg))
+    f = one(launch(f"vllm serve {remote}", remote, engines="vllm==0.34.0"), "LAUNCH_FAILS_AT_STARTUP")
+    assert "P-EAGLE (parallel drafting EAGLE-3) is not supported." in f.message
+    # named in --speculative-config instead of served: 0.34 reads it through the same speculators registry
+    named = vllm_sc(drafter=remote).replace('"method": "eagle3", ', "")
+    f = one(launch(named, remote, engines="vllm==0.34.0"), "LAUNCH_FAILS_AT_STARTUP")
+    assert "P-EAGLE" in f.message and f.proof == "ran"
+    # 0.33 maps peagle to eagle3 with parallel_drafting true: V1, and no mask_hidden -> a load crash
+    f = one(launch(f"vllm serve {remote}", remote, engines="vllm==0.33.0"), "LAUNCH_FAILS_AT_STARTUP")
+    assert f.evidence["outcome"] == "crash" and f.evidence["runner"] == "V1"
+
+
+def test_vllm_0_34_refuses_the_removed_v1_runner() -> None:
+    cmd = "VLLM_USE_V2_MODEL_RUNNER=0 " + vllm_sc()
+    f = one(launch(cmd, engines="vllm==0.34.0"), "LAUNCH_FAILS_AT_STARTUP")
+    assert "Model Runner V1 has been removed" in f.message and "Unset VLLM_USE_V2_MODEL_RUNNER" in (
+        f.fix or ""
+    )
+    assert not startup(launch(cmd, engines="vllm==0.33.0"))  # 0.33 still has V1
+    assert not startup(launch("VLLM_USE_V2_MODEL_RUNNER=1 " + vllm_sc(), engines="vllm==0.34.0"))
+
+
+def test_vllm_0_32_v2_runner_crashes_on_use_aux_hidden_state_false(tmp_path: Path) -> None:
+    drafter = build_drafter(tmp_path / "d")
+    cfg = json.loads((drafter / "config.json").read_text())
+    cfg.setdefault("eagle_config", {})["use_aux_hidden_state"] = False
+    (drafter / "config.json").write_text(json.dumps(cfg))
+    f = one(launch(vllm_sc(drafter=drafter), drafter, engines="vllm==0.32.0"), "LAUNCH_FAILS_AT_STARTUP")
+    assert "same last dimension" in f.message and f.evidence["runner"] == "V2" and f.proof == "read"
+    for release in ("vllm==0.33.0", "vllm==0.34.0"):  # honoured by every runner: silent, not a crash
+        assert not startup(launch(vllm_sc(drafter=drafter), drafter, engines=release))
+
+
+@pytest.mark.parametrize(
+    ("rope", "asked", "server"),
+    [
+        ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 512}, "8k", 2048),
+        ({"type": "dynamic", "factor": 2.0}, "8192", 4096),  # dynamic scales the draft's limit by factor
+    ],
+)
+def test_vllm_0_33_lowers_the_servers_context_to_a_non_cache_only_draft(
+    tmp_path: Path, rope: dict[str, object], asked: str, server: int
+) -> None:
+    drafter = build_drafter(
+        tmp_path / "d", config_extra={"rope_scaling": rope}
+    )  # max_position_embeddings 2048
+    cmd = vllm_sc(drafter=drafter) + f" --max-model-len {asked}"
+    assert "LAUNCH_CONTEXT_SHRUNK" not in [c for c, _ in codes(launch(cmd, drafter, engines="vllm==0.32.0"))]
+    for release in ("vllm==0.33.0", "vllm==0.34.0"):
+        f = one(launch(cmd, drafter, engines=release), "LAUNCH_CONTEXT_SHRUNK")
+        assert f.severity is Severity.WARNING and f.evidence["server_max_model_len"] == server
+        assert f"max_model_len {server} instead of" in f.message and "silent shrink" in f.message
+    # 0.33: only the V2 runner shrinks; P-EAGLE's V1 fallback can skip speculation instead
+    assert ("LAUNCH_CONTEXT_SHRUNK", "warning") not in codes(
+        launch("VLLM_USE_V2_MODEL_RUNNER=0 " + cmd, drafter, engines="vllm==0.33.0")
+    )
+
+
+def test_vllm_cache_only_rope_or_a_long_draft_keeps_the_context(tmp_path: Path) -> None:
+    llama3 = build_drafter(
+        tmp_path / "l3", config_extra={"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}
+    )
+    assert not codes(launch(vllm_sc(drafter=llama3) + " --max-model-len 8192", llama3, engines="vllm"))
+    yarn = build_drafter(tmp_path / "y", config_extra={"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})
+    assert not codes(launch(vllm_sc(drafter=yarn) + " --max-model-len 1024", yarn, engines="vllm"))
+    # without --max-model-len the target's max_position_embeddings (2048 here) is the context asked for
+    assert not codes(launch(vllm_sc(drafter=yarn), yarn, engines="vllm"))
+
+
+def test_vllm_0_34_keeps_an_explicit_method_that_0_33_overrides(tmp_path: Path) -> None:
+    named = tmp_path / "my-eagle3-head"
+    shutil.copytree(HEALTHY, named)
+    cmd = (
+        f"vllm serve {TARGET} --speculative-config "
+        f"""'{{"method": "draft_model", "model": "{named}", "num_speculative_tokens": 3}}'"""
+    )
+    old = read_launch(split_command(cmd), VLLM_0_33_0)
+    assert (old.method_used, old.method_source) == ("eagle3", "draft name")
+    new = read_launch(split_command(cmd), VLLM_0_34_0)
+    assert (new.method_used, new.method_source) == ("draft_model", "flag")
+    assert (
+        one(launch(cmd, named, engines="vllm==0.34.0"), "LAUNCH_ALGORITHM_MISMATCH").severity
+        is Severity.ERROR
+    )
+    assert not codes(launch(cmd, named, engines="vllm==0.33.0"))
+
+
+def test_vllm_method_choices_by_release() -> None:
+    cmd = f'vllm serve {TARGET} --speculative-config \'{{"method": "medusa", "model": "x"}}\''
+    assert read_launch(split_command(cmd), VLLM_0_32_0).method_refused is None
+    assert "not one of its choices" in (read_launch(split_command(cmd), VLLM_0_33_0).method_refused or "")
+    assert read_launch(split_command(cmd), VLLM_0_34_0).method_refused is None  # `| str`: custom methods
+
+
+def test_vllm_max_model_len_reads_human_readable_values() -> None:
+    for text, value in (("32k", 32000), ("32K", 32768), ("auto", -1), ("4096", 4096)):
+        s = read_launch(split_command(vllm_sc() + f" --max-model-len {text}"), VLLM_0_34_0)
+        assert s.settings["max_model_len"] == value

