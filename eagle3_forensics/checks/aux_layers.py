@@ -25,6 +25,7 @@ from eagle3_forensics.engines.rules import (
     default_ids,
 )
 from eagle3_forensics.engines.simulate import AuxReading, aux_capture
+from eagle3_forensics.engines.targets import read_target
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.config import AUX_FIELD, EAGLE, TOP
 
@@ -102,10 +103,16 @@ def _rule_evidence(reading: AuxReading) -> dict[str, Any]:
 
 
 def _assumed(reading: AuxReading) -> str:
-    if not reading.rule_assumed:
+    # a named class no table lists is reported once (TARGET_CLASS_UNKNOWN), not in every message
+    if not reading.rule_assumed or reading.architecture:
         return ""
-    target = f"target {reading.architecture!r} not in the table" if reading.architecture else "no --target"
-    return f" ({target}: assumed {reading.rule.describe()})"
+    return f" (no --target: assumed {reading.rule.describe()})"
+
+
+def _captures(rules: EngineRules, ctx: Context) -> bool:
+    """False when the target class cannot capture at all here (TARGET_NO_EAGLE3_CAPTURE says so)."""
+    reading = read_target(rules, ctx.target_architecture)
+    return reading.row is None or reading.row.capture.captures
 
 
 def check_aux_valid(ctx: Context) -> Iterator[Finding]:
@@ -141,6 +148,8 @@ def check_aux_valid(ctx: Context) -> Iterator[Finding]:
     if n is None:
         return
     for rules in ctx.engines:
+        if not _captures(rules, ctx):
+            continue
         for runner, reading in _readings(rules, ctx).items():
             if reading.ids is None or reading.captured is None:
                 continue
@@ -149,6 +158,7 @@ def check_aux_valid(ctx: Context) -> Iterator[Finding]:
             if not beyond:
                 continue
             where = f" under the {runner} runner" if runner else ""
+            trained = _trained_or_none(ctx)
             yield Finding(
                 "AUX_LAYER_IDS_INVALID",
                 Severity.ERROR,
@@ -166,8 +176,19 @@ def check_aux_valid(ctx: Context) -> Iterator[Finding]:
                     **_rule_evidence(reading),
                     **ctx.evidence_base(rules.name),
                 },
-                fix=_aux_fix(rules, ctx, _trained_or_none(ctx)),
+                fix=_beyond_fix(rules, n, limit, trained)
+                if trained is None or max(trained) > limit
+                else _aux_fix(rules, ctx, trained),
             )
+
+
+def _beyond_fix(rules: EngineRules, n: int, limit: int, trained: list[int] | None) -> str:
+    """The trained ids themselves lie beyond what this target can capture: rewriting them cannot help."""
+    return (
+        f"The ids reach beyond index {limit}, the last a {n}-layer target of this class captures on "
+        f"{rules.display} ({rules.release}): check that --target is the model the drafter was trained for "
+        f"(trained ids {trained}); for this target, retrain on ids in [0, {limit}]."
+    )
 
 
 def _trained_or_none(ctx: Context) -> list[int] | None:
@@ -237,6 +258,8 @@ def check_aux_engines(ctx: Context) -> Iterator[Finding]:
     explicit = trained is not None
     trained_eff = trained if trained is not None else trained_default(ctx)
     for rules in ctx.engines:
+        if not _captures(rules, ctx):
+            continue
         readings = _readings(rules, ctx)
         verdicts = {runner: _judge(rules, ctx, r, trained_eff, explicit) for runner, r in readings.items()}
         wrong = {runner: v for runner, v in verdicts.items() if v is not None}

@@ -19,6 +19,7 @@ from typing import Any
 
 from eagle3_forensics.checks.aux_layers import trained_default, trained_ids
 from eagle3_forensics.checks.context import Context
+from eagle3_forensics.checks.launch_window import check_draft_window
 from eagle3_forensics.engines.launch import DraftMissing, LaunchRules, LaunchSettings, Params, Setting
 from eagle3_forensics.engines.rules import AuxConvert
 from eagle3_forensics.findings import Finding, Severity
@@ -38,6 +39,7 @@ def check_launch(
     out += _draft_path(launch, rules, Path(drafter), base or Path.cwd())
     out += _params(ctx, launch, rules)
     out += _capture(ctx, launch, rules)
+    out += check_draft_window(ctx, launch)
     return out
 
 

@@ -531,3 +531,18 @@ def test_cli_text_and_json_name_the_launch_release(capsys: pytest.CaptureFixture
     obj = json.loads(capsys.readouterr()[0])
     assert obj["engines"] == ["sglang"] and obj["launch"]["launch_release"] == "sglang 0.5.16–0.5.23"
     assert obj["launch"]["settings"]["method"] == "EAGLE"
+
+
+def test_sliding_window_drafter_without_the_sglang_window_flag(tmp_path: Path) -> None:
+    """SGLang 0.5.23 ignores the drafter's layer_types / sliding_window: only the launch flag sets a window."""
+    drafter = tmp_path / "swa"
+    shutil.copytree(HEALTHY, drafter)
+    cfg = json.loads((drafter / "config.json").read_text())
+    (drafter / "config.json").write_text(
+        json.dumps({**cfg, "layer_types": ["sliding_attention"], "sliding_window": 1024})
+    )
+    cmd = f"python -m sglang.launch_server --model-path {TARGET} --speculative-draft-model-path {drafter}"
+    cmd += f" --speculative-algorithm EAGLE3 {SG_CHAIN}"
+    f = one(launch(cmd, drafter), "LAUNCH_DRAFT_WINDOW_MISSING")
+    assert f.severity is Severity.WARNING and f.engine == "sglang" and f.evidence["given"] is None
+    assert not codes(launch(f"{cmd} --speculative-draft-window-size 1024", drafter))
