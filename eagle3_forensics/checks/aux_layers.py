@@ -25,7 +25,7 @@ from eagle3_forensics.engines.rules import (
     default_ids,
 )
 from eagle3_forensics.engines.simulate import AuxReading, aux_capture
-from eagle3_forensics.engines.targets import read_target
+from eagle3_forensics.engines.target_tables import read_target
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.config import AUX_FIELD, EAGLE, TOP
 
@@ -154,6 +154,7 @@ def check_aux_valid(ctx: Context) -> Iterator[Finding]:
             if reading.ids is None or reading.captured is None:
                 continue
             limit = n if reading.rule.captures_final else n - 1
+            yield from _below_first(rules, ctx, reading, runner)
             beyond = [i for i in reading.captured if i > limit]
             if not beyond:
                 continue
@@ -180,6 +181,39 @@ def check_aux_valid(ctx: Context) -> Iterator[Finding]:
                 if trained is None or max(trained) > limit
                 else _aux_fix(rules, ctx, trained),
             )
+
+
+def _below_first(
+    rules: EngineRules, ctx: Context, reading: AuxReading, runner: str | None
+) -> Iterator[Finding]:
+    """Ids below the lowest the class's forward can capture (vLLM's DeepSeek-V2: id 0 raises)."""
+    target = read_target(rules, ctx.target_architecture)
+    row, table = target.row, target.table
+    if row is None or table is None or reading.captured is None:
+        return
+    below = [i for i in reading.captured if i < row.first_id]
+    if not below:
+        return
+    where = f" under the {runner} runner" if runner else ""
+    yield Finding(
+        "AUX_LAYER_IDS_INVALID",
+        Severity.ERROR,
+        f"{rules.display} ({rules.release}){where} captures HF layers {reading.captured} from "
+        f"{_field(reading.level)} = {reading.ids}, but {row.where} ({reading.architecture}) captures no id below "
+        f"{row.first_id}: {table.below_first}.",
+        engine=rules.name,
+        evidence={
+            "field": _field(reading.level),
+            "ids": reading.ids,
+            "captured_hf": reading.captured,
+            "min_capturable": row.first_id,
+            "runner": runner,
+            **_rule_evidence(reading),
+            **ctx.evidence_base(rules.name),
+        },
+        fix=f"Drop id(s) {below}: this target class cannot capture them on {rules.display}; if the drafter was "
+        "trained on the embedding output, serve it where the target captures id 0, or retrain.",
+    )
 
 
 def _beyond_fix(rules: EngineRules, n: int, limit: int, trained: list[int] | None) -> str:

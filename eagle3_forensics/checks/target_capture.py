@@ -13,26 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from eagle3_forensics.checks.context import Context
-from eagle3_forensics.engines.targets import Capture, TargetReading, TargetTable, read_target
+from eagle3_forensics.engines.target_tables import TargetReading, capturing_releases, read_target
+from eagle3_forensics.engines.targets import Capture, TargetTable
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.config import AUX_FIELD, EAGLE, TOP
 
 
 def _cited(table: TargetTable) -> list[str]:
     return [f"{c.package}=={c.version} {c.path}" for c in table.citations]
-
-
-def _alternatives(architecture: str) -> list[str]:
-    """Every release read whose table lets ``architecture`` capture (for the fix text)."""
-    from eagle3_forensics.engines.targets_sglang import TABLES as SGLANG
-    from eagle3_forensics.engines.targets_vllm import TABLES as VLLM
-
-    out = []
-    for table in (*VLLM, *SGLANG):
-        row = table.row(architecture)
-        if row is not None and row.capture.captures:
-            out.append(table.release)
-    return out
 
 
 def check_target_capture(ctx: Context) -> Iterator[Finding]:
@@ -68,8 +56,8 @@ def _no_capture(ctx: Context, engine: str, display: str, reading: TargetReading)
     table, row = reading.table, reading.row
     assert table is not None and row is not None
     silent = row.capture is Capture.NEVER
-    others = [r for r in _alternatives(str(reading.architecture)) if not r.startswith(f"{engine} ")]
-    same = [r for r in _alternatives(str(reading.architecture)) if r.startswith(f"{engine} ")]
+    others = [r for r in capturing_releases(str(reading.architecture)) if not r.startswith(f"{engine} ")]
+    same = [r for r in capturing_releases(str(reading.architecture)) if r.startswith(f"{engine} ")]
     where = "; ".join(x for x in (", ".join(same), ", ".join(others)) if x)
     fix = (
         f"Serve {reading.architecture} on a release whose class captures aux states ({where})."

@@ -29,7 +29,7 @@ from eagle3_forensics.engines.rules import (
     Prefix,
     UnknownKeys,
 )
-from eagle3_forensics.engines.targets import read_target, sharpen
+from eagle3_forensics.engines.target_tables import read_target, sharpen
 from eagle3_forensics.io.checkpoint import Checkpoint
 from eagle3_forensics.io.config import AUX_FIELD, EAGLE, LAYER, TOP, DrafterConfig
 

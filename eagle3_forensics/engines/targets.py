@@ -14,7 +14,8 @@ Every engine captures in layer order and once per layer, so the drafter's ``fc``
 ``sorted(set(ids))`` whatever order the config lists (``sorts_ids``). The id conversion and default
 ids stay in the release tables (:class:`~eagle3_forensics.engines.rules.AuxRule`); this module only
 sharpens their capture range per class. The rows are data in ``targets_vllm`` / ``targets_sglang``
-(read from the wheels with the AST reader in those modules' docstrings), validated here at import.
+(read from the wheels as those modules' docstrings say), validated here at import;
+:mod:`.target_tables` picks the table of a release.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from eagle3_forensics.engines.proof import Citation, Proof
-from eagle3_forensics.engines.rules import AuxRule, EngineRules, version_key
+from eagle3_forensics.engines.rules import version_key
 
 
 class Capture(StrEnum):
@@ -55,12 +56,17 @@ class TargetRow:
     capture: Capture
     where: str  # module.Class whose forward captures (or that lacks the interface)
     proof: Proof = Proof.READ
+    # the lowest id the forward can capture: below it the first forward raises (vLLM's DeepSeek-V2
+    # computes ``hidden_states + residual`` before layer 0, where ``residual`` is still None)
+    first_id: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "capture", Capture(self.capture))
         object.__setattr__(self, "proof", Proof(self.proof))
         if not self.architectures or len(set(self.architectures)) != len(self.architectures):
             raise ValueError(f"target row {self.where!r}: architectures empty or repeated")
+        if self.first_id not in (0, 1) or (self.first_id and not self.capture.captures):
+            raise ValueError(f"target row {self.where!r}: first_id is 0, or 1 for a capturing class")
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,7 @@ class TargetTable:
     citations: tuple[Citation, ...]
     no_interface: str  # what the release does for a NO_INTERFACE class (quoted error)
     never: str = ""  # what it does for a NEVER class
+    below_first: str = ""  # what it does for an id below a row's first_id
     unlisted: Capture = Capture.THROUGH_N  # assumed for a class the release does not register
     sorts_ids: bool = True
     _index: dict[str, TargetRow] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -89,6 +96,8 @@ class TargetTable:
             raise ValueError(f"{self.engine} {self.version}: every table cites files with their sha256")
         if any(r.capture is Capture.NEVER for r in self.rows) and not self.never:
             raise ValueError(f"{self.engine} {self.version}: NEVER rows need the release's behaviour")
+        if any(r.first_id for r in self.rows) and not self.below_first:
+            raise ValueError(f"{self.engine} {self.version}: rows with first_id need the release's behaviour")
         object.__setattr__(self, "_index", index)
 
     def row(self, architecture: str | None) -> TargetRow | None:
@@ -122,59 +131,3 @@ def amend(
         if rest:
             kept.append(replace(row, architectures=rest))
     return replace(table, version=version, citations=citations, rows=(*kept, *rows))
-
-
-def table_for(rules: EngineRules) -> TargetTable | None:
-    """The target table read inside the range of the release table ``rules`` (the newest such).
-
-    A version asked for between two tables is judged by the nearest older release table, and so by
-    the target table read inside that table's range; a release table read from no wheel has none.
-    """
-    from eagle3_forensics.engines.targets_sglang import TABLES as SGLANG
-    from eagle3_forensics.engines.targets_vllm import TABLES as VLLM
-
-    tables = {"vllm": VLLM, "sglang": SGLANG}.get(rules.name, ())
-    if not rules.pinned:
-        return None
-    inside = [t for t in tables if rules.covers(t.version)]
-    return inside[-1] if inside else None
-
-
-@dataclass(frozen=True)
-class TargetReading:
-    """One release's verdict on one target class."""
-
-    table: TargetTable | None
-    row: TargetRow | None
-    architecture: str | None
-
-    @property
-    def known(self) -> bool:
-        return self.row is not None
-
-    @property
-    def capture(self) -> Capture | None:
-        if self.row is not None:
-            return self.row.capture
-        return self.table.unlisted if self.table is not None else None
-
-    @property
-    def proof(self) -> Proof | None:
-        return self.row.proof if self.row is not None else None
-
-
-def read_target(rules: EngineRules, architecture: str | None) -> TargetReading:
-    table = table_for(rules)
-    row = table.row(architecture) if table is not None else None
-    return TargetReading(table, row, architecture)
-
-
-def sharpen(rule: AuxRule, reading: TargetReading) -> AuxRule:
-    """``rule`` with the capture range the target table gives the class (unchanged without one)."""
-    capture = reading.capture
-    if capture is None or not capture.captures or not rule.reads_drafter:
-        return rule
-    final = capture is Capture.THROUGH_N
-    if final == rule.captures_final:
-        return rule
-    return replace(rule, captures_final=final)

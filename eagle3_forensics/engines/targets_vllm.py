@@ -44,6 +44,10 @@ _NEVER = (
     "set_aux_hidden_state_layers: the server does not start (the class declares SupportsEagle3, its "
     "decoder never captures)"
 )
+_BELOW_FIRST = (
+    "TypeError at the first forward (the profile run at start-up): the decoder adds the residual to the "
+    "state before layer 0, where there is no residual yet"
+)
 
 _CITE_0_32_0 = (
     Citation(
@@ -195,6 +199,92 @@ VLLM_0_32_0 = amend(
     ),
 )
 
+_CITE_0_33_0 = (
+    Citation(
+        "vllm",
+        "0.33.0",
+        "vllm/model_executor/models/registry.py",
+        "b0b2221e740dd40f7e9f7532b92cf764458fd188b77ff16859a4dc529e78154c",
+    ),
+    Citation(
+        "vllm",
+        "0.33.0",
+        "vllm/model_executor/models/interfaces.py",
+        "f3eb476c960b27cc18edeed31e391412e39d525e269d16f6fee26ebdbd01e8cf",
+    ),
+    Citation(
+        "vllm",
+        "0.33.0",
+        "vllm/model_executor/models/llama.py",
+        "1654ee1ea3a030772dac4e4953843996bbc24c835aa63137e4e7e5c7ecf31a2c",
+    ),
+    Citation(
+        "vllm",
+        "0.33.0",
+        "vllm/model_executor/models/deepseek_v2.py",
+        "96f4f755f62caa85869fb884209e7f8869882ddb6efbd40c930778b27bd3e39d",
+    ),
+    Citation(
+        "vllm",
+        "0.33.0",
+        "vllm/model_executor/models/gpt_oss.py",
+        "e3dd17d9be3d034b9002e8222cf7edaffe0fc0a619bed0b25617f53395c52e6f",
+    ),
+    Citation(
+        "vllm",
+        "0.33.0",
+        "vllm/model_executor/models/qwen3_moe.py",
+        "4710723deacd3c00e1fcd5e8b1a70474e6860d18dea9aeda2700c115795f4b40",
+    ),
+    Citation(
+        "vllm",
+        "0.33.0",
+        "vllm/v1/worker/gpu_model_runner.py",
+        "3ba41733f7062b9b70801025ee263979a0b11b8c0cea418d5d18caa26de6524d",
+    ),
+    Citation(
+        "vllm",
+        "0.33.0",
+        "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py",
+        "6bad90ed8d76bda9f4c9fd36e18df63efdd157c1850ee25a1f39970b14cbe4cc",
+    ),
+)
+VLLM_0_33_0 = amend(
+    VLLM_0_32_0,
+    "0.33.0",
+    _CITE_0_33_0,
+    TargetRow(
+        _names("AliceAIForCausalLM DomynEdgeForCausalLM DoryForCausalLM"),
+        Capture.NO_INTERFACE,
+        "registered without SupportsEagle3",
+    ),
+    TargetRow(
+        _names("GraniteMoeForCausalLM"),
+        Capture.THROUGH_N,
+        "granitemoe.GraniteMoeModel",
+    ),
+    TargetRow(
+        _names("GraniteMoeSWAForCausalLM GraniteMoeSharedForCausalLM"),
+        Capture.THROUGH_N,
+        "granitemoeshared.GraniteMoeSharedModel",
+    ),
+    TargetRow(
+        _names("RadioMBartPrefixForCausalLM"),
+        Capture.THROUGH_N,
+        "nemotron_parse3_5.MBartDecoderNoPos",
+    ),
+    TargetRow(
+        _names("MiniCPMOcrForConditionalGeneration"),
+        Capture.THROUGH_N,
+        "qwen3_next.Qwen3NextModel",
+    ),
+    TargetRow(
+        _names("Alpamayo2Super"),
+        Capture.THROUGH_N,
+        "qwen3_vl.Qwen3LLMModel",
+    ),
+)
+
 _CITE_0_34_0 = (
     Citation(
         "vllm",
@@ -240,15 +330,14 @@ _CITE_0_34_0 = (
     ),
 )
 VLLM_0_34_0 = amend(
-    VLLM_0_32_0,
+    VLLM_0_33_0,
     "0.34.0",
     _CITE_0_34_0,
     TargetRow(
         _names(
             """
-            AliceAIForCausalLM CanaryForConditionalGeneration DomynEdgeForCausalLM DoryForCausalLM
-            Lfm3AudioForConditionalGeneration Lfm3ForCausalLM Lfm3VlForConditionalGeneration
-            MingV3ASRForConditionalGeneration ZayaForCausalLM
+            CanaryForConditionalGeneration Lfm3AudioForConditionalGeneration Lfm3ForCausalLM
+            Lfm3VlForConditionalGeneration MingV3ASRForConditionalGeneration ZayaForCausalLM
             """
         ),
         Capture.NO_INTERFACE,
@@ -258,36 +347,12 @@ VLLM_0_34_0 = amend(
         _names("UnlimitedOCR2TextForCausalLM"),
         Capture.THROUGH_N,
         "deepseek_v2.DeepseekV2Model",
-    ),
-    TargetRow(
-        _names("GraniteMoeForCausalLM"),
-        Capture.THROUGH_N,
-        "granitemoe.GraniteMoeModel",
-    ),
-    TargetRow(
-        _names("GraniteMoeSWAForCausalLM GraniteMoeSharedForCausalLM"),
-        Capture.THROUGH_N,
-        "granitemoeshared.GraniteMoeSharedModel",
+        first_id=1,
     ),
     TargetRow(
         _names("Nemotron3_5TranscribeForConditionalGeneration"),
         Capture.THROUGH_N,
         "nemotron3_5_transcribe.Nemotron3_5TranscribeForConditionalGeneration -> language model",
-    ),
-    TargetRow(
-        _names("RadioMBartPrefixForCausalLM"),
-        Capture.THROUGH_N,
-        "nemotron_parse3_5.MBartDecoderNoPos",
-    ),
-    TargetRow(
-        _names("MiniCPMOcrForConditionalGeneration"),
-        Capture.THROUGH_N,
-        "qwen3_next.Qwen3NextModel",
-    ),
-    TargetRow(
-        _names("Alpamayo2Super"),
-        Capture.THROUGH_N,
-        "qwen3_vl.Qwen3LLMModel",
     ),
     TargetRow(
         _names("RicursiveForCausalLM"),
@@ -312,5 +377,6 @@ VLLM_0_34_0 = amend(
 TABLES: tuple[TargetTable, ...] = (
     *OLD_TABLES,
     VLLM_0_32_0,
+    VLLM_0_33_0,
     VLLM_0_34_0,
 )

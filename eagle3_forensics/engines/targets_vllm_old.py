@@ -19,6 +19,10 @@ _NEVER = (
     "set_aux_hidden_state_layers: the server does not start (the class declares SupportsEagle3, its "
     "decoder never captures)"
 )
+_BELOW_FIRST = (
+    "TypeError at the first forward (the profile run at start-up): the decoder adds the residual to the "
+    "state before layer 0, where there is no residual yet"
+)
 
 _CITE_0_10_2 = (
     Citation(
@@ -79,11 +83,13 @@ VLLM_0_10_2 = TargetTable(
             ),
             Capture.BELOW_N,
             "llama.LlamaModel",
+            first_id=1,
         ),
         TargetRow(
             _names("MiMoForCausalLM Qwen2ForCausalLM Qwen3ForCausalLM"),
             Capture.BELOW_N,
             "qwen2.Qwen2Model",
+            first_id=1,
         ),
         TargetRow(
             _names(
@@ -140,6 +146,7 @@ VLLM_0_10_2 = TargetTable(
     _CITE_0_10_2,
     _NO_INTERFACE,
     _NEVER,
+    _BELOW_FIRST,
 )
 
 _CITE_0_20_0 = (
@@ -205,6 +212,7 @@ VLLM_0_20_0 = amend(
         ),
         Capture.BELOW_N,
         "deepseek_v2.DeepseekV2Model",
+        first_id=1,
     ),
     TargetRow(
         _names(
@@ -466,6 +474,7 @@ VLLM_0_28_0 = amend(
         ),
         Capture.THROUGH_N,
         "deepseek_v2.DeepseekV2Model",
+        first_id=1,
     ),
     TargetRow(
         _names("Gemma4UnifiedForConditionalGeneration"),

@@ -16,7 +16,8 @@ from eagle3_forensics.checks.diagnose import Diagnosis, diagnose
 from eagle3_forensics.engines import ENGINE_RELEASES
 from eagle3_forensics.engines.knobs import DRAFT_WINDOWS, WindowSource
 from eagle3_forensics.engines.proof import Citation, Proof
-from eagle3_forensics.engines.targets import Capture, TargetRow, TargetTable, table_for
+from eagle3_forensics.engines.target_tables import table_for
+from eagle3_forensics.engines.targets import Capture, TargetRow, TargetTable
 from eagle3_forensics.engines.targets_sglang import TABLES as SGLANG_TABLES
 from eagle3_forensics.engines.targets_vllm import TABLES as VLLM_TABLES
 from eagle3_forensics.findings import Finding, Severity
@@ -293,3 +294,16 @@ def test_rope_type_factor_and_mrope_sections_are_compared(tmp_path: Path) -> Non
     assert [x.evidence["differs"] for x in hits(d, "ROPE_MISMATCH") if "differs" in x.evidence] == [
         ["mrope_section"]
     ]
+
+
+def test_deepseek_cannot_capture_id_0_on_vllm(tmp_path: Path) -> None:
+    """vLLM's DeepseekV2Model adds the residual before layer 0, where it is None: id 0 raises (loader tier: ran)."""
+    target = build_target(tmp_path / "t", architectures=["DeepseekV3ForCausalLM"])
+    d = diagnose(build_drafter(tmp_path / "d", aux_top=[0, 3, N]), target=target, engines=["vllm"])
+    found = hits(d, "AUX_LAYER_IDS_INVALID", "vllm")
+    assert found and all(f.evidence["min_capturable"] == 1 and "TypeError" in f.message for f in found)
+    llama = build_target(tmp_path / "llama")
+    assert not hits(
+        diagnose(build_drafter(tmp_path / "e", aux_top=[0, 3, N]), target=llama, engines=["vllm"]),
+        "AUX_LAYER_IDS_INVALID",
+    )
