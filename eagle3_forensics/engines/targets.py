@@ -128,6 +128,16 @@ def amend(
     kept = []
     for row in table.rows:
         rest = tuple(a for a in row.architectures if a not in named)
-        if rest:
-            kept.append(replace(row, architectures=rest))
+        if rest:  # read again in the later wheel: a run of the older release proves nothing here
+            kept.append(replace(row, architectures=rest, proof=Proof.READ))
     return replace(table, version=version, citations=citations, rows=(*kept, *rows))
+
+
+def mark_ran(table: TargetTable, *decoders: str) -> TargetTable:
+    """``table`` with the rows of ``decoders`` marked :attr:`Proof.RAN` (the loader tier runs them)."""
+    rows = {r.where for r in table.rows if r.capture.captures}
+    missing = set(decoders) - rows
+    if missing:
+        raise ValueError(f"{table.release}: no capturing row for {sorted(missing)}")
+    marked = tuple(replace(r, proof=Proof.RAN) if r.where in decoders else r for r in table.rows)
+    return replace(table, rows=marked)

