@@ -307,3 +307,24 @@ def test_deepseek_cannot_capture_id_0_on_vllm(tmp_path: Path) -> None:
         diagnose(build_drafter(tmp_path / "e", aux_top=[0, 3, N]), target=llama, engines=["vllm"]),
         "AUX_LAYER_IDS_INVALID",
     )
+
+
+# -- draft model_types vLLM rewrites into MTP models ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("engine", "model_type", "refused"),
+    [
+        ("vllm==0.32.0", "qwen3_next", True),
+        ("vllm==0.32.0", "qwen3_5_moe", True),
+        ("vllm==0.32.0", "ernie4_5_moe", True),
+        ("vllm==0.10.2", "qwen3_5", False),  # not in 0.10.2's hf_config_override
+        ("vllm==0.32.0", "llama", False),
+    ],
+)
+def test_vllm_mtp_rewrite_list_per_release(
+    engine: str, model_type: str, refused: bool, tmp_path: Path
+) -> None:
+    d = diagnose(build_drafter(tmp_path / "d", model_type=model_type), engines=[engine])
+    found = [f for f in hits(d, "CONFIG_UNREADABLE_BY_ENGINE", "vllm") if "MTP" in f.message]
+    assert bool(found) is refused, [f.message for f in d.findings]
