@@ -19,7 +19,7 @@ from __future__ import annotations
 from eagle3_forensics.engines import sglang
 from eagle3_forensics.engines.proof import Citation
 from eagle3_forensics.engines.rules import AuxConvert, EngineRules
-from eagle3_forensics.engines.targets import Capture, TargetRow, TargetTable
+from eagle3_forensics.engines.targets import Capture, TargetRow, TargetTable, mark_ran
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -261,6 +261,22 @@ SGLANG_0_5_23 = TargetTable(
     'capture requires." (attention_backend_setup.py): the server does not start',
     unlisted=Capture.BELOW_N,
     conversion="per class: the release table's aux rules (most add 1 to every id)",
+)
+
+
+def _ran(version: str, *defining: str) -> tuple[str, ...]:
+    """The row names (``where``) of the classes ``defining`` in the release table covering ``version``."""
+    return tuple(
+        f"{g.defining_class} ({g.rule.source})"
+        for g in _release(version).aux_rules
+        if g.defining_class in defining
+    )
+
+
+# tests/loaders/test_target_capture_oracle.py runs these decoders' own capture loop on sglang 0.5.23
+SGLANG_0_5_23 = mark_ran(
+    SGLANG_0_5_23,
+    *_ran("0.5.23", "llama.LlamaForCausalLM", "qwen2.Qwen2ForCausalLM", "qwen3.Qwen3ForCausalLM"),
 )
 
 TABLES: tuple[TargetTable, ...] = (SGLANG_0_5_11, SGLANG_0_5_23)
