@@ -112,6 +112,18 @@ def _assumed(reading: AuxReading) -> str:
     return f" (no --target: assumed {reading.rule.describe()})"
 
 
+def _target_evidence(rules: EngineRules, ctx: Context) -> dict[str, Any]:
+    """Where the capture range came from: the target table read, and whether its row was run or read."""
+    reading = read_target(rules, ctx.target_architecture)
+    if reading.table is None:
+        return {}
+    return {
+        "target_table": reading.table.release,
+        "target_row": reading.row.where if reading.row else None,
+        "target_proof": reading.row.proof.value if reading.row else None,
+    }
+
+
 def _captures(rules: EngineRules, ctx: Context) -> bool:
     """False when the target class cannot capture at all here (TARGET_NO_EAGLE3_CAPTURE says so)."""
     reading = read_target(rules, ctx.target_architecture)
@@ -178,6 +190,7 @@ def check_aux_valid(ctx: Context) -> Iterator[Finding]:
                     "max_capturable": limit,
                     "runner": runner,
                     **_rule_evidence(reading),
+                    **_target_evidence(rules, ctx),
                     **ctx.evidence_base(rules.name),
                 },
                 fix=_beyond_fix(rules, n, limit, trained)
@@ -212,6 +225,7 @@ def _below_first(
             "min_capturable": row.first_id,
             "runner": runner,
             **_rule_evidence(reading),
+            **_target_evidence(rules, ctx),
             **ctx.evidence_base(rules.name),
         },
         fix=f"Drop id(s) {below}: this target class cannot capture them on {rules.display}; if the drafter was "
