@@ -48,9 +48,12 @@ CHECK_CATALOGUE: dict[str, str] = {
     "TIED_EMBEDDINGS_ON_REDUCED_VOCAB": "tie_word_embeddings is true on a reduced-vocabulary drafter.",
     "FC_WIDTH_MISMATCH": "fc input width does not match aux-layer count × target hidden size.",
     "TARGET_MISMATCH": "The drafter does not fit the given target model.",
+    "TARGET_NO_EAGLE3_CAPTURE": "The target class cannot feed an EAGLE-3 drafter in this engine release.",
+    "TARGET_CLASS_UNKNOWN": "The target class is not registered in the engine releases as read.",
     "AUX_LAYER_IDS_INVALID": "Aux-layer ids are malformed or out of range.",
     "AUX_LAYER_IDS_IGNORED_BY_ENGINE": "The aux-layer ids are in a field the engine does not read.",
     "AUX_LAYER_IDS_CONVENTION_SHIFT": "The engine reads the aux-layer ids one layer away from training.",
+    "AUX_LAYER_IDS_UNSORTED": "The aux-layer ids are not ascending; engines concatenate them in layer order.",
     "AUX_HIDDEN_STATE_DISABLED": "use_aux_hidden_state is false although fc was trained over several aux states.",
     "NORM_FLAGS_UNSUPPORTED": "A normalisation variant the drafter was trained with is not implemented by the engine.",
     "NORM_OUTPUT_MEANING_CLASH": "norm_output means something else to the engine than to the trainer.",
@@ -110,6 +113,7 @@ LAUNCH_CATALOGUE: dict[str, str] = {
     "LAUNCH_CAPTURE_LAYERS_MISMATCH": "The launch option names other target layers than the drafter was trained on.",
     "LAUNCH_FAILS_AT_STARTUP": "The release refuses or crashes at start-up on the command's speculative settings.",
     "LAUNCH_CONTEXT_SHRUNK": "The release silently lowers the server's max_model_len to the drafter's.",
+    "LAUNCH_DRAFT_WINDOW_MISSING": "A sliding-window drafter is served without the window the release needs on the command line.",
 }
 
 CATALOGUE: dict[str, str] = {**CHECK_CATALOGUE, **SERVER_CATALOGUE, **DATA_CATALOGUE, **LAUNCH_CATALOGUE}

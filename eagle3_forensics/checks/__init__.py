@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from eagle3_forensics.checks import aux_layers, norms, structure, target_fit, vocab_map, weights
+from eagle3_forensics.checks import (
+    aux_layers,
+    norms,
+    structure,
+    target_capture,
+    target_fit,
+    vocab_map,
+    weights,
+)
 from eagle3_forensics.checks.context import Context
 from eagle3_forensics.findings import Finding
 
@@ -13,6 +21,7 @@ Check = Callable[[Context], Iterator[Finding]]
 ALL_CHECKS: tuple[Check, ...] = (
     *structure.CHECKS,
     *vocab_map.CHECKS,
+    *target_capture.CHECKS,
     *aux_layers.CHECKS,
     *norms.CHECKS,
     *target_fit.CHECKS,

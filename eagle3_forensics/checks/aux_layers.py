@@ -5,8 +5,11 @@ decoder layer ``i``). How an engine release turns the ids it reads into captured
 on the *target's* class (``AuxRule`` per architecture in each release table): SGLang adds 1 for
 Llama-like targets, adds 1 only when the first id is 1 for DeepSeek-V3 / Kimi-K2.5 (0.5.13+),
 keeps a boundary id N for gpt-oss (0.5.17+); vLLM and speculators use the ids as given;
-TensorRT-LLM takes them from its launch option. Without ``--target`` the rule of the engine's
-default class is assumed, and every finding says so.
+TensorRT-LLM takes them from its launch option. Which ids a class can capture at all (``[0, N]``
+or ``[0, N-1]``, and from which lowest id) comes from the release's target table
+(:mod:`eagle3_forensics.engines.target_tables`). Without ``--target`` the rule of the engine's
+default class is assumed, and every finding says so; a class no table lists is said once
+(``TARGET_CLASS_UNKNOWN``, :mod:`.target_capture`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from eagle3_forensics.engines.rules import (
     default_ids,
 )
 from eagle3_forensics.engines.simulate import AuxReading, aux_capture
+from eagle3_forensics.engines.target_tables import read_target
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.config import AUX_FIELD, EAGLE, TOP
 
@@ -102,10 +106,28 @@ def _rule_evidence(reading: AuxReading) -> dict[str, Any]:
 
 
 def _assumed(reading: AuxReading) -> str:
-    if not reading.rule_assumed:
+    # a named class no table lists is reported once (TARGET_CLASS_UNKNOWN), not in every message
+    if not reading.rule_assumed or reading.architecture:
         return ""
-    target = f"target {reading.architecture!r} not in the table" if reading.architecture else "no --target"
-    return f" ({target}: assumed {reading.rule.describe()})"
+    return f" (no --target: assumed {reading.rule.describe()})"
+
+
+def _target_evidence(rules: EngineRules, ctx: Context) -> dict[str, Any]:
+    """Where the capture range came from: the target table read, and whether its row was run or read."""
+    reading = read_target(rules, ctx.target_architecture)
+    if reading.table is None:
+        return {}
+    return {
+        "target_table": reading.table.release,
+        "target_row": reading.row.where if reading.row else None,
+        "target_proof": reading.row.proof.value if reading.row else None,
+    }
+
+
+def _captures(rules: EngineRules, ctx: Context) -> bool:
+    """False when the target class cannot capture at all here (TARGET_NO_EAGLE3_CAPTURE says so)."""
+    reading = read_target(rules, ctx.target_architecture)
+    return reading.row is None or reading.row.capture.captures
 
 
 def check_aux_valid(ctx: Context) -> Iterator[Finding]:
@@ -141,14 +163,18 @@ def check_aux_valid(ctx: Context) -> Iterator[Finding]:
     if n is None:
         return
     for rules in ctx.engines:
+        if not _captures(rules, ctx):
+            continue
         for runner, reading in _readings(rules, ctx).items():
             if reading.ids is None or reading.captured is None:
                 continue
             limit = n if reading.rule.captures_final else n - 1
+            yield from _below_first(rules, ctx, reading, runner)
             beyond = [i for i in reading.captured if i > limit]
             if not beyond:
                 continue
             where = f" under the {runner} runner" if runner else ""
+            trained = _trained_or_none(ctx)
             yield Finding(
                 "AUX_LAYER_IDS_INVALID",
                 Severity.ERROR,
@@ -164,10 +190,56 @@ def check_aux_valid(ctx: Context) -> Iterator[Finding]:
                     "max_capturable": limit,
                     "runner": runner,
                     **_rule_evidence(reading),
+                    **_target_evidence(rules, ctx),
                     **ctx.evidence_base(rules.name),
                 },
-                fix=_aux_fix(rules, ctx, _trained_or_none(ctx)),
+                fix=_beyond_fix(rules, n, limit, trained)
+                if trained is None or max(trained) > limit
+                else _aux_fix(rules, ctx, trained),
             )
+
+
+def _below_first(
+    rules: EngineRules, ctx: Context, reading: AuxReading, runner: str | None
+) -> Iterator[Finding]:
+    """Ids below the lowest the class's forward can capture (vLLM's DeepSeek-V2: id 0 raises)."""
+    target = read_target(rules, ctx.target_architecture)
+    row, table = target.row, target.table
+    if row is None or table is None or reading.captured is None:
+        return
+    below = [i for i in reading.captured if i < row.first_id]
+    if not below:
+        return
+    where = f" under the {runner} runner" if runner else ""
+    yield Finding(
+        "AUX_LAYER_IDS_INVALID",
+        Severity.ERROR,
+        f"{rules.display} ({rules.release}){where} captures HF layers {reading.captured} from "
+        f"{_field(reading.level)} = {reading.ids}, but {row.where} ({reading.architecture}) captures no id below "
+        f"{row.first_id}: {table.below_first}.",
+        engine=rules.name,
+        evidence={
+            "field": _field(reading.level),
+            "ids": reading.ids,
+            "captured_hf": reading.captured,
+            "min_capturable": row.first_id,
+            "runner": runner,
+            **_rule_evidence(reading),
+            **_target_evidence(rules, ctx),
+            **ctx.evidence_base(rules.name),
+        },
+        fix=f"Drop id(s) {below}: this target class cannot capture them on {rules.display}; if the drafter was "
+        "trained on the embedding output, serve it where the target captures id 0, or retrain.",
+    )
+
+
+def _beyond_fix(rules: EngineRules, n: int, limit: int, trained: list[int] | None) -> str:
+    """The trained ids themselves lie beyond what this target can capture: rewriting them cannot help."""
+    return (
+        f"The ids reach beyond index {limit}, the last a {n}-layer target of this class captures on "
+        f"{rules.display} ({rules.release}): check that --target is the model the drafter was trained for "
+        f"(trained ids {trained}); for this target, retrain on ids in [0, {limit}]."
+    )
 
 
 def _trained_or_none(ctx: Context) -> list[int] | None:
@@ -237,6 +309,8 @@ def check_aux_engines(ctx: Context) -> Iterator[Finding]:
     explicit = trained is not None
     trained_eff = trained if trained is not None else trained_default(ctx)
     for rules in ctx.engines:
+        if not _captures(rules, ctx):
+            continue
         readings = _readings(rules, ctx)
         verdicts = {runner: _judge(rules, ctx, r, trained_eff, explicit) for runner, r in readings.items()}
         wrong = {runner: v for runner, v in verdicts.items() if v is not None}

@@ -25,6 +25,8 @@ class Context(DrafterFiles):
     engine_names: list[str] = field(default_factory=list)
     explicit_engines: bool = False
     releases: list[EngineRules] = field(default_factory=list)
+    # architectures[0] of the model a --launch serves (its config.json), used when there is no --target
+    served_architecture: str | None = None
 
     def __post_init__(self) -> None:
         if not self.releases:
@@ -45,7 +47,9 @@ class Context(DrafterFiles):
 
     @property
     def target_architecture(self) -> str | None:
-        archs = self.target.architectures if self.target is not None else []
+        if self.target is None:
+            return self.served_architecture
+        archs = self.target.architectures
         return archs[0] if archs else None
 
     def aux(self, engine: str, runner: str | None = None) -> AuxReading:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -198,7 +199,8 @@ def diagnose(
     try:
         ckpt: Checkpoint = open_checkpoint(path)
         tinfo = open_target(target) if target is not None else None
-        ctx = Context(ckpt, tinfo, explicit_engines=explicit, releases=releases)
+        served = _served_architecture(settings, launch_base) if tinfo is None else None
+        ctx = Context(ckpt, tinfo, explicit_engines=explicit, releases=releases, served_architecture=served)
         judged_labels = ctx.releases_judged()
         specs = {r.name: _spec(r) for r in releases}
         found = run_checks(ctx)
@@ -223,6 +225,19 @@ def diagnose(
         d = unreadable(path, releases, str(exc))
         d.launch = settings
         return d
+
+
+def _served_architecture(settings: LaunchSettings | None, base: Path | None) -> str | None:
+    """``architectures[0]`` of the model a launch serves, when it is a local directory with a readable config."""
+    model = settings.get(Setting.TARGET) if settings is not None else None
+    if not isinstance(model, str):
+        return None
+    config = (base or Path.cwd()) / model / "config.json"
+    try:
+        archs = json.loads(config.read_text(encoding="utf-8")).get("architectures")
+    except (OSError, ValueError, AttributeError):
+        return None  # a hub id, or no readable config: the class stays unknown
+    return str(archs[0]) if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
 
 
 def _with_launch(

@@ -20,6 +20,7 @@ from typing import Any
 from eagle3_forensics.checks.aux_layers import trained_default, trained_ids
 from eagle3_forensics.checks.context import Context
 from eagle3_forensics.checks.startup import check_startup
+from eagle3_forensics.checks.launch_window import check_draft_window
 from eagle3_forensics.engines.launch import DraftMissing, LaunchRules, LaunchSettings, Params, Setting
 from eagle3_forensics.engines.rules import AuxConvert
 from eagle3_forensics.findings import Finding, Severity
@@ -40,6 +41,7 @@ def check_launch(
     out += _params(ctx, launch, rules)
     out += _capture(ctx, launch, rules)
     out += check_startup(ctx, launch, rules, base)
+    out += check_draft_window(ctx, launch)
     return out
 
 

@@ -156,6 +156,40 @@ def check_rope(ctx: Context) -> Iterator[Finding]:
             fix="Use the RoPE settings the drafter was trained with. Caution: speculators v0.3/v0.4 "
             "trained with the Llama default; do not copy the target's over it without checking.",
         )
+    yield from _rope_kind(cfg.get("rope_scaling"), cfg.get("rope_parameters"), trope)
+
+
+def _rope_shape(scaling: Any, params: Any) -> dict[str, Any]:
+    """RoPE type, factor and mrope sections, from ``rope_scaling`` or else ``rope_parameters``.
+
+    ``"mrope"`` is the legacy spelling of the default type with sections (Transformers rewrites it).
+    """
+    src = scaling if isinstance(scaling, dict) else params if isinstance(params, dict) else {}
+    kind = src.get("rope_type") or src.get("type") or "default"
+    return {
+        "type": "default" if kind == "mrope" else kind,
+        "factor": _number(src.get("factor")),
+        "mrope_section": src.get("mrope_section"),
+    }
+
+
+def _rope_kind(scaling: Any, params: Any, trope: dict[str, Any]) -> Iterator[Finding]:
+    """The drafter's RoPE type, scaling factor or mrope sections differ from the target's (SpecForge#310)."""
+    draft = _rope_shape(scaling, params)
+    target = _rope_shape(trope.get("rope_scaling"), trope.get("rope_parameters"))
+    differ = [k for k in ("type", "factor", "mrope_section") if draft[k] != target[k]]
+    if not differ:
+        return
+    parts = [f"{k} {draft[k]!r} vs the target's {target[k]!r}" for k in differ]
+    yield Finding(
+        "ROPE_MISMATCH",
+        Severity.WARNING,
+        "The drafter's RoPE differs from the target's: " + "; ".join(parts) + ". The drafter rotates "
+        "positions unlike the states it drafts from (for an mrope target, image and video positions).",
+        evidence={"differs": differ, "drafter_rope": draft, "target_rope": target},
+        fix="Write the target's rope_scaling / rope_parameters (type, factor, mrope_section) into the drafter "
+        "config if it was trained with them; otherwise retrain with the target's RoPE.",
+    )
 
 
 CHECKS = (check_target_fit, check_rope)

@@ -29,6 +29,7 @@ from eagle3_forensics.engines.rules import (
     Prefix,
     UnknownKeys,
 )
+from eagle3_forensics.engines.target_tables import read_target, sharpen
 from eagle3_forensics.io.checkpoint import Checkpoint
 from eagle3_forensics.io.config import AUX_FIELD, EAGLE, LAYER, TOP, DrafterConfig
 
@@ -348,7 +349,8 @@ def aux_capture(
     """The aux layers (HF index) the release captures for this drafter on a target of ``architecture``."""
     rules = rules_for(rules, cfg)
     known = rules.aux_rule_known(architecture)
-    rule = known if known is not None else rules.aux_rule_default
+    target = read_target(rules, architecture)
+    rule = sharpen(known if known is not None else rules.aux_rule_default, target)
     ids: list[int] | None = None
     level: str | None = None
     if rule.reads_drafter and aux_enabled(rules, cfg):
@@ -362,7 +364,7 @@ def aux_capture(
         captured = rule.capture(ids, n)
     elif ids is not None and rule.convert is not AuxConvert.AS_IS_IF_MAX_IS_N:
         captured = rule.capture(ids, 0)  # the conversion does not depend on N
-    return AuxReading(ids, level, rule, known is None, architecture, captured, runner)
+    return AuxReading(ids, level, rule, known is None and not target.known, architecture, captured, runner)
 
 
 def fc_count(rules: EngineRules, cfg: DrafterConfig) -> tuple[int, str]:

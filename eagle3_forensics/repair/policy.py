@@ -274,6 +274,10 @@ POLICY: dict[str, Policy] = {
         "the trained aux-layer ids cannot be expressed where {engine} reads them",
         ("check the trained ids with the probe's aux sweep and write them by hand",),
     ),
+    "AUX_LAYER_IDS_UNSORTED": Policy(
+        NOTHING,
+        reason="the trainer's concatenation order is not recorded; permuting fc blindly could break it",
+    ),
     "AUX_HIDDEN_STATE_DISABLED": Policy(
         FIX,
         (CONFIG,),
@@ -294,6 +298,12 @@ POLICY: dict[str, Policy] = {
         fixable_if="mismatched",
     ),
     "NORM_OUTPUT_MEANING_CLASH": Policy(FIX, (CONFIG,), "norm_output could not be removed", ()),
+    "TARGET_NO_EAGLE3_CAPTURE": Policy(
+        REFUSE,
+        reason="the target class captures no aux states in {engine}; no change to the drafter makes it",
+        options=("serve the target on a release whose class captures aux states",),
+    ),
+    "TARGET_CLASS_UNKNOWN": Policy(NOTHING, reason="a fact about the target class, not the drafter's files"),
     "ROPE_MISMATCH": Policy(FIX, (CONFIG,), "RoPE fields could not be mirrored", ()),
     "CONTEXT_TOO_SHORT": Policy(NOTHING, reason="the trained context length is not changed by a conversion"),
     "WEIGHTS_NONFINITE": Policy(

@@ -501,6 +501,37 @@ CASES: list[Case] = [
         run=["vllm", "speculators"],
         target={},
     ),
+    # -- the target class -------------------------------------------------------------------------
+    Case(
+        "target_no_capture",
+        "TARGET_NO_EAGLE3_CAPTURE",
+        "error",
+        frozenset({"vllm", "sglang"}),
+        run=["vllm", "sglang"],
+        target={"architectures": ["Gemma2ForCausalLM"]},
+        good_target={"architectures": ["LlamaForCausalLM"]},
+        evidence={"capture": "no_interface"},
+    ),
+    Case(
+        "target_class_unknown",
+        "TARGET_CLASS_UNKNOWN",
+        "info",
+        N1,
+        run=["vllm", "sglang"],
+        target={"architectures": ["NotARealForCausalLM"]},
+        good_target={"architectures": ["Qwen3ForCausalLM"]},
+    ),
+    Case(
+        "aux_unsorted",
+        "AUX_LAYER_IDS_UNSORTED",
+        "warning",
+        frozenset({"vllm"}),
+        bad={"aux_top": [5, 2, 4]},
+        good={"aux_top": [2, 4, 5]},
+        run=["vllm"],
+        target={},
+        evidence={"captured_order": [2, 4, 5]},
+    ),
     # -- aux layers ------------------------------------------------------------------------------
     Case(
         "aux_negative",

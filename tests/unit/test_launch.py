@@ -717,3 +717,18 @@ def test_vllm_max_model_len_reads_human_readable_values() -> None:
     for text, value in (("32k", 32000), ("32K", 32768), ("auto", -1), ("4096", 4096)):
         s = read_launch(split_command(vllm_sc() + f" --max-model-len {text}"), VLLM_0_34_0)
         assert s.settings["max_model_len"] == value
+
+
+def test_sliding_window_drafter_without_the_sglang_window_flag(tmp_path: Path) -> None:
+    """SGLang 0.5.23 ignores the drafter's layer_types / sliding_window: only the launch flag sets a window."""
+    drafter = tmp_path / "swa"
+    shutil.copytree(HEALTHY, drafter)
+    cfg = json.loads((drafter / "config.json").read_text())
+    (drafter / "config.json").write_text(
+        json.dumps({**cfg, "layer_types": ["sliding_attention"], "sliding_window": 1024})
+    )
+    cmd = f"python -m sglang.launch_server --model-path {TARGET} --speculative-draft-model-path {drafter}"
+    cmd += f" --speculative-algorithm EAGLE3 {SG_CHAIN}"
+    f = one(launch(cmd, drafter), "LAUNCH_DRAFT_WINDOW_MISSING")
+    assert f.severity is Severity.WARNING and f.engine == "sglang" and f.evidence["given"] is None
+    assert not codes(launch(f"{cmd} --speculative-draft-window-size 1024", drafter))

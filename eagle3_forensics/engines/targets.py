@@ -1,0 +1,146 @@
+"""The target side of each engine release: which target classes can feed an EAGLE-3 drafter.
+
+A drafter is only as good as the states the *target* hands it. Per release read, a
+:class:`TargetTable` lists the registered target architectures (``architectures[0]`` of a target
+config) and, for each, how its ``forward`` captures aux states:
+
+- ``THROUGH_N``: ids ``0..N`` (vLLM's ``EagleModelMixin``: id 0 before the first layer, id ``i+1``
+  after layer ``i``, so id N is the last layer's output before the final norm);
+- ``BELOW_N``: ids ``0..N-1`` (captured before each layer only; an id >= N is never captured);
+- ``NO_INTERFACE``: registered, but no EAGLE-3 capture interface: the server refuses to start;
+- ``NEVER``: the class declares the interface but its ``forward`` never captures.
+
+Every engine captures in layer order and once per layer, so the drafter's ``fc`` sees
+``sorted(set(ids))`` whatever order the config lists (``sorts_ids``). The id conversion and default
+ids stay in the release tables (:class:`~eagle3_forensics.engines.rules.AuxRule`); this module only
+sharpens their capture range per class. The rows are data in ``targets_vllm`` / ``targets_sglang``
+(read from the wheels as those modules' docstrings say), validated here at import;
+:mod:`.target_tables` picks the table of a release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from eagle3_forensics.engines.proof import Citation, Proof
+from eagle3_forensics.engines.rules import HF_DEFAULT_AUX, AuxTerm, version_key
+
+
+class Capture(StrEnum):
+    """How one target class captures aux states in one release."""
+
+    THROUGH_N = "through_n"
+    BELOW_N = "below_n"
+    NO_INTERFACE = "no_interface"
+    NEVER = "never"
+
+    @property
+    def captures(self) -> bool:
+        return self in (Capture.THROUGH_N, Capture.BELOW_N)
+
+    def range_text(self) -> str:
+        return {
+            Capture.THROUGH_N: "[0, N]",
+            Capture.BELOW_N: "[0, N-1]",
+            Capture.NO_INTERFACE: "none (no EAGLE-3 capture interface)",
+            Capture.NEVER: "none (declared, never captured)",
+        }[self]
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """Target architectures registered to one class, with how that class captures."""
+
+    architectures: tuple[str, ...]
+    capture: Capture
+    where: str  # module.Class whose forward captures (or that lacks the interface)
+    proof: Proof = Proof.READ
+    # the lowest id the forward can capture: below it the first forward raises (vLLM's DeepSeek-V2
+    # computes ``hidden_states + residual`` before layer 0, where ``residual`` is still None)
+    first_id: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "capture", Capture(self.capture))
+        object.__setattr__(self, "proof", Proof(self.proof))
+        if not self.architectures or len(set(self.architectures)) != len(self.architectures):
+            raise ValueError(f"target row {self.where!r}: architectures empty or repeated")
+        if self.first_id not in (0, 1) or (self.first_id and not self.capture.captures):
+            raise ValueError(f"target row {self.where!r}: first_id is 0, or 1 for a capturing class")
+
+
+@dataclass(frozen=True)
+class TargetTable:
+    """The target classes of one engine release, as read from its wheel (``version``)."""
+
+    engine: str
+    version: str
+    rows: tuple[TargetRow, ...]
+    citations: tuple[Citation, ...]
+    no_interface: str  # what the release does for a NO_INTERFACE class (quoted error)
+    never: str = ""  # what it does for a NEVER class
+    below_first: str = ""  # what it does for an id below a row's first_id
+    unlisted: Capture = Capture.THROUGH_N  # assumed for a class the release does not register
+    sorts_ids: bool = True
+    # ids used when the drafter names none (the interface's default; SGLang: per class in its aux rules)
+    default_ids: tuple[AuxTerm, ...] = HF_DEFAULT_AUX
+    conversion: str = "ids used as given"  # how the ids read become captured ids
+    _index: dict[str, TargetRow] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        version_key(self.version)  # a version, or ValueError at import
+        index: dict[str, TargetRow] = {}
+        for row in self.rows:
+            for arch in row.architectures:
+                if arch in index:
+                    raise ValueError(f"{self.engine} {self.version}: {arch} listed twice")
+                index[arch] = row
+        if not self.citations or any(len(c.sha256) != 64 for c in self.citations):
+            raise ValueError(f"{self.engine} {self.version}: every table cites files with their sha256")
+        if any(r.capture is Capture.NEVER for r in self.rows) and not self.never:
+            raise ValueError(f"{self.engine} {self.version}: NEVER rows need the release's behaviour")
+        if any(r.first_id for r in self.rows) and not self.below_first:
+            raise ValueError(f"{self.engine} {self.version}: rows with first_id need the release's behaviour")
+        object.__setattr__(self, "_index", index)
+
+    def row(self, architecture: str | None) -> TargetRow | None:
+        return self._index.get(architecture) if architecture else None
+
+    @property
+    def release(self) -> str:
+        return f"{self.engine} {self.version}"
+
+    def outcome(self, row: TargetRow) -> str:
+        """What serving an EAGLE-3 drafter on this class does, in words."""
+        if row.capture is Capture.NO_INTERFACE:
+            return self.no_interface
+        if row.capture is Capture.NEVER:
+            return self.never
+        return f"captures ids in {row.capture.range_text()}"
+
+
+def amend(
+    table: TargetTable,
+    version: str,
+    citations: tuple[Citation, ...],
+    *rows: TargetRow,
+    removed: tuple[str, ...] = (),
+) -> TargetTable:
+    """``table`` for a later release: ``rows`` replace the architectures they name; ``removed`` go."""
+    named = {a for r in rows for a in r.architectures} | set(removed)
+    kept = []
+    for row in table.rows:
+        rest = tuple(a for a in row.architectures if a not in named)
+        if rest:  # read again in the later wheel: a run of the older release proves nothing here
+            kept.append(replace(row, architectures=rest, proof=Proof.READ))
+    return replace(table, version=version, citations=citations, rows=(*kept, *rows))
+
+
+def mark_ran(table: TargetTable, *decoders: str) -> TargetTable:
+    """``table`` with the rows of ``decoders`` marked :attr:`Proof.RAN` (the loader tier runs them)."""
+    rows = {r.where for r in table.rows if r.capture.captures}
+    missing = set(decoders) - rows
+    if missing:
+        raise ValueError(f"{table.release}: no capturing row for {sorted(missing)}")
+    marked = tuple(replace(r, proof=Proof.RAN) if r.where in decoders else r for r in table.rows)
+    return replace(table, rows=marked)
