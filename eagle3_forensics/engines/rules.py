@@ -761,6 +761,7 @@ RELEASE_FIELDS: tuple[str, ...] = (
     "use_aux_hidden_state",
     "buffer_count_from",
     "speculators_shim",
+    "rejected_model_types",  # the release's MTP rewrite of draft model_types (config/speculative.py)
     "proof",
     "citations",
 )
