@@ -1,8 +1,8 @@
 """SGLang's EAGLE-3 drafter loading, one table per release range (PyPI ``sglang``).
 
 Every fact was read in the released wheels (``pip download --no-deps sglang==V``) and, where
-marked ``[run]``, seen with SGLang's real loader on the CPU (``/work/notes/engines/FACTS.md`` §1
-keeps the quotes). ``RELEASES`` runs oldest to newest; each newer table is the previous one
+marked ``[run]``, seen with SGLang's real loader on the CPU (the loader
+tier, ``tests/loaders``). ``RELEASES`` runs oldest to newest; each newer table is the previous one
 plus its differences:
 
 - 0.5.10.post1–0.5.11: one ``midlayer``; ``layers.N.*`` names dropped without a log.
@@ -55,9 +55,9 @@ def _src(version: str, *paths: str) -> tuple[str, ...]:
 
 # -- aux capture: set_eagle3_layers_to_capture of each target class ---------------------------------
 # Architectures are the registered names whose class (directly or by inheritance) defines the method;
-# the rule was executed for every one of them on 0.5.11, 0.5.12, 0.5.16, 0.5.17 and 0.5.23 [run:
-# results/capture-sglang-*.json]; the releases in between follow from the registry (EntryClass) and
-# the method's history in each wheel (FACTS §1.4, capture_history.txt).
+# the rule was executed for every one of them on 0.5.11, 0.5.12, 0.5.16, 0.5.17 and 0.5.23 [run; the
+# loader tier re-runs 0.5.11 and 0.5.23]; the releases in between follow from the registry (EntryClass) and
+# the method's history in each wheel (``set_eagle3_layers_to_capture`` per release).
 
 
 def _plus_one(source: str) -> AuxRule:

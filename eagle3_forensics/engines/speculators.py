@@ -1,7 +1,7 @@
 """vllm-project/speculators' own ``Eagle3DraftModel`` loading (PyPI ``speculators``), one table per range.
 
-Read in the wheels 0.3.0 … 0.9.0; 0.9.0 (the newest) was also run (``[run]`` in
-``/work/notes/engines/FACTS.md`` §3). Loading is Transformers ``from_pretrained``: unexpected keys
+Read in the wheels 0.3.0 … 0.9.0; 0.9.0 (the newest) was also run (``[run]``: its real
+loader in the loader tier, ``tests/loaders``). Loading is Transformers ``from_pretrained``: unexpected keys
 are logged as warnings; ``embed_tokens``, ``d2t``, ``t2d`` (and from 0.5.0 ``input_norm``) are in
 ``_keys_to_ignore_on_load_missing``.
 

