@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from eagle3_forensics.io.dumps.arrow import write_stream
+from eagle3_forensics.io.dumps.arrow_dataset import write_stream
 
 H = 16  # hidden size of the synthetic dumps
 K = 3  # aux layers
