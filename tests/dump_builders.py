@@ -196,7 +196,11 @@ def evil_pickle(path: Path) -> Path:
 
 
 def write_map(
-    root: Path, selected: Sequence[int], vocab: int, *, d2t_from: Sequence[int] | None = None
+    root: Path,
+    selected: Sequence[int] | np.ndarray,
+    vocab: int,
+    *,
+    d2t_from: Sequence[int] | np.ndarray | None = None,
 ) -> Path:
     """speculators ``d2t.npy``/``t2d.npy``: offsets of ``d2t_from`` (default the same selection)."""
     sel = np.sort(np.asarray(selected, dtype=np.int64))

@@ -74,7 +74,13 @@ def _probe(
     engine: str = "reference",
     **kw: Any,
 ) -> ProbeResult:
-    opts = {"k": K, "max_new_tokens": NEW_TOKENS, "device": "cpu", "greedy": greedy, "engine": engine}
+    opts: dict[str, Any] = {
+        "k": K,
+        "max_new_tokens": NEW_TOKENS,
+        "device": "cpu",
+        "greedy": greedy,
+        "engine": engine,
+    }
     opts.update(kw)
     return probe(drafter, target, prompts, **opts)
 

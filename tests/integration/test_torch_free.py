@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -94,7 +95,7 @@ print(json.dumps({"codes": sorted({f.code for f in d.findings}), "exit": d.exit_
 """.replace("HEAVY", repr(HEAVY))
 
 
-def _api(*args: str) -> dict[str, object]:
+def _api(*args: str) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, "-c", _API, *args], capture_output=True, text=True, cwd=ROOT, timeout=120
     )
