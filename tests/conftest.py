@@ -81,3 +81,22 @@ def _contract_json() -> Iterator[None]:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for line in summary_lines():
         terminalreporter.write_line(line)
+
+
+# -- test tiers: `make test` runs the fast tier, `make test-all` every tier but engine and loaders --
+
+#: directories whose every test belongs to a slow tier (markers; a file may add more of its own)
+TIER_DIRS: dict[str, tuple[str, ...]] = {
+    "browser": ("browser",),  # Chromium through Playwright (`make browser`)
+    "fuzz": ("slow",),  # the contract fuzz at full size (hypothesis, minutes)
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            top = Path(str(item.path)).resolve().relative_to(ROOT / "tests").parts[0]
+        except (ValueError, IndexError):
+            continue
+        for marker in TIER_DIRS.get(top, ()):
+            item.add_marker(marker)

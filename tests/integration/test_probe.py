@@ -208,6 +208,7 @@ def test_report_keys(healthy: ProbeResult) -> None:
 # -- broken variants, per engine view ------------------------------------------------------------
 
 
+@pytest.mark.slow  # a probe per variant and engine
 @pytest.mark.parametrize("engine", ["reference", "sglang", "vllm", "eagle"])
 @pytest.mark.parametrize("variant", BROKEN)
 def test_broken_d2t_collapses_acceptance(
@@ -226,6 +227,7 @@ def test_broken_d2t_collapses_acceptance(
     assert r.acceptance_length <= 1.2
 
 
+@pytest.mark.slow  # a probe per release
 def test_seed_case_per_release(
     target: TargetModel, prompts: list[str], greedy: GreedyRun, healthy: ProbeResult
 ) -> None:
@@ -248,6 +250,7 @@ def test_seed_case_per_release(
         assert abs(r.acceptance_length - healthy.acceptance_length) <= 0.05 * healthy.acceptance_length
 
 
+@pytest.mark.slow  # an aux-layer sweep of probes
 @pytest.mark.parametrize("engine", ["reference", "vllm"])
 def test_aux_sweep_finds_the_shift(
     target: TargetModel, prompts: list[str], greedy: GreedyRun, engine: str

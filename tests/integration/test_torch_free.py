@@ -118,6 +118,7 @@ def _bin_twin(dst: Path, spec: DrafterSpec) -> Path:
     return dst
 
 
+@pytest.mark.slow  # subprocesses that import torch
 @pytest.mark.parametrize("d2t", ["offsets", "absolute"])
 def test_bin_input_still_works_and_loads_torch(d2t: str, tmp_path: Path) -> None:
     spec = DrafterSpec(d2t=d2t, dtype=torch.bfloat16, torch_dtype="bfloat16")
