@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from builders import build_hostile_drafter
 from jsoncontract import JsonLog, summary_lines
+from tiers import TIER_DIRS
 
 from eagle3_forensics import schemas
 
@@ -84,12 +85,6 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 # -- test tiers: `make test` runs the fast tier, `make test-all` every tier but engine and loaders --
-
-#: directories whose every test belongs to a slow tier (markers; a file may add more of its own)
-TIER_DIRS: dict[str, tuple[str, ...]] = {
-    "browser": ("browser",),  # Chromium through Playwright (`make browser`)
-    "fuzz": ("slow",),  # the contract fuzz at full size (hypothesis, minutes)
-}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

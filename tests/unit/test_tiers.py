@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from conftest import TIER_DIRS
+from tiers import TIER_DIRS
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_MARKERS = {"slow", "notebooks", "browser"}
