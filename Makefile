@@ -35,10 +35,20 @@ notebooks: setup  ## rewrite notebooks/NN_*.ipynb from their jupytext sources no
 report: setup  ## every notebook over every demo drafter (configs/demo.yaml), gated by configs/demo_baseline.json -> reports/
 	$(PY) -m eagle3_forensics run --config configs/demo.yaml --out reports --baseline configs/demo_baseline.json
 
-test: setup  ## lint, type-check and run the test suite (CPU)
+# The fast tier leaves out what is marked slow, notebooks or browser (and, as pyproject's addopts do,
+# the engine, loaders and gpu tiers, which have their own targets); test-all runs every test but those.
+FAST_TIER := not slow and not notebooks and not browser and not engine and not loaders and not gpu
+PYTEST_ARGS ?=
+
+test: setup  ## the fast tier while editing: lint, type-check, unit + fast integration tests (<= 3 min on 2 cores)
 	$(VENV)/bin/ruff check eagle3_forensics tests benchmarks scripts notebooks
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -m "$(FAST_TIER)" $(PYTEST_ARGS)
+
+test-all: setup  ## every test but the engine and loader tiers: + notebooks, browser (make browser), full-size fuzz
+	$(VENV)/bin/ruff check eagle3_forensics tests benchmarks scripts notebooks
+	$(VENV)/bin/mypy
+	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 docs: setup  ## the documentation site from docs/ (mkdocs-material, --strict: a broken link, anchor or page fails) -> build/site
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
@@ -146,4 +156,4 @@ bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf reports build .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup data notebooks report test test-packaging lint lab browser bench clean engine-env test-engine docs engine-drift
+.PHONY: help setup data notebooks report test test-all test-packaging lint lab browser bench clean engine-env test-engine docs engine-drift

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from jsoncontract import JsonLog, summary_lines
+from tiers import TIER_DIRS
 
 from eagle3_forensics import schemas
 
@@ -82,3 +83,16 @@ def _contract_json() -> Iterator[None]:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for line in summary_lines():
         terminalreporter.write_line(line)
+
+
+# -- test tiers: `make test` runs the fast tier, `make test-all` every tier but engine and loaders --
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            top = Path(str(item.path)).resolve().relative_to(ROOT / "tests").parts[0]
+        except (ValueError, IndexError):
+            continue
+        for marker in TIER_DIRS.get(top, ()):
+            item.add_marker(marker)

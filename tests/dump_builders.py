@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 from safetensors.torch import save_file  # noqa: E402
 
-from eagle3_forensics.io.dumps.arrow import write_stream  # noqa: E402
+from eagle3_forensics.io.dumps.arrow_dataset import write_stream  # noqa: E402
 
 H = 16  # hidden size of the synthetic dumps
 K = 3  # aux layers
@@ -201,7 +201,11 @@ def evil_pickle(path: Path) -> Path:
 
 
 def write_map(
-    root: Path, selected: Sequence[int], vocab: int, *, d2t_from: Sequence[int] | None = None
+    root: Path,
+    selected: Sequence[int] | np.ndarray,
+    vocab: int,
+    *,
+    d2t_from: Sequence[int] | np.ndarray | None = None,
 ) -> Path:
     """speculators ``d2t.npy``/``t2d.npy``: offsets of ``d2t_from`` (default the same selection)."""
     sel = np.sort(np.asarray(selected, dtype=np.int64))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ VALIDATED: Counter[str] = Counter()
 """Objects validated in this session, per schema name."""
 FUZZ_RUNS: Counter[str] = Counter()
 """Contract-fuzz runs in this session, per schema name (tests/fuzz/contract.py)."""
-FUZZ_SECONDS: Counter[str] = Counter()
+FUZZ_SECONDS: dict[str, float] = defaultdict(float)
 
 
 def validate_contract(obj: Any) -> str:

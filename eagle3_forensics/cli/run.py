@@ -68,8 +68,8 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     ru.add_argument(
         "--kernels",
         choices=("warm", "fresh"),
-        help="warm: kernels forked from one process with torch & co. imported (fast); fresh: each "
-        "kernel started the ordinary way (default: the config's `kernels`, else warm)",
+        help="fresh: papermill/nbclient start each kernel the ordinary way; warm (opt-in): kernels forked "
+        "from one process with torch & co. imported, faster (default: the config's `kernels`, else fresh)",
     )
     ru.add_argument("--write-baseline", metavar="FILE", help="also write a baseline from this run's results")
     ru.add_argument("--no-progress", action="store_true", help="no progress bar")

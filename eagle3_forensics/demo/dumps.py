@@ -47,7 +47,7 @@ from eagle3_forensics.demo.world import (
     make_world,
 )
 from eagle3_forensics.errors import UnusableInputError
-from eagle3_forensics.io.dumps.arrow import write_stream
+from eagle3_forensics.io.dumps.arrow_dataset import write_stream
 from eagle3_forensics.reference.target import TargetModel
 from eagle3_forensics.reference.train import deterministic
 from eagle3_forensics.vocab.mapping.build import build_vocab_mapping

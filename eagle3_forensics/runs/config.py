@@ -80,7 +80,7 @@ class RunConfig:
     description: str = ""
     fingerprint: str = ""
     pools: dict[str, list[str]] = field(default_factory=dict)  # pool -> notebooks (the rest: DEFAULT_POOL)
-    kernels: str = "warm"  # "warm": forked from one preloaded process (runs.warm); "fresh": one start each
+    kernels: str = "fresh"  # "fresh": papermill/nbclient start each kernel; opt-in "warm": runs.warm
 
 
 def notebook_parameters(path: str | Path) -> dict[str, Any]:
@@ -290,7 +290,7 @@ def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str |
         }
     )
     workers = _config_number(data.get("workers") or 1, "workers", int)
-    kernels = str(data.get("kernels") or "warm")
+    kernels = str(data.get("kernels") or "fresh")
     if kernels not in KERNEL_MODES:
         raise UnusableInputError(f"config: kernels must be one of {', '.join(KERNEL_MODES)}, not {kernels!r}")
     return RunConfig(

@@ -283,7 +283,7 @@ def execute_jobs(
     todo.sort(key=lambda ij: -history.get((ij[1]["drafter"], ij[1]["notebook"]), math.inf))
     try:
         with ExitStack() as stack:
-            if settings.get("kernels", "warm") == "warm" and warm.supported():
+            if settings.get("kernels", "fresh") == "warm" and warm.supported():
                 zygote = stack.enter_context(warm.WarmKernels(_kernel_overrides(settings)))
                 settings = {**settings, "kernel_env": zygote.kernel_env()}
             _execute(todo, settings, workers, done)

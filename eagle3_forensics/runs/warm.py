@@ -4,6 +4,10 @@ Why: on the 2-core machines most of a demo notebook's time was not its work but 
 ipykernel, torch, transformers, matplotlib and this package, once per notebook (31 times in
 ``make report``); ``benchmarks/bench_report.py`` measures both ways side by side.
 
+Opt-in (``kernels: warm`` in the config, ``run --kernels warm``): by default every kernel starts the
+standard papermill/nbclient way, which costs ``make report`` about 25 s more on 2 cores
+(docs/benchmarks.md "Notebook report").
+
 How (POSIX only, Linux; elsewhere, or with ``kernels: fresh``, every kernel starts as usual):
 
 * :class:`WarmKernels` (in the runner) starts a *zygote* (``python -m eagle3_forensics.runs.warm

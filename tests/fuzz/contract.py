@@ -91,7 +91,7 @@ def _no_json_log() -> Iterator[None]:
             os.environ[schemas.LOG_ENV] = saved
 
 
-def run_cli(argv: Sequence[str]) -> Outcome:
+def run_cli(argv: Sequence[object]) -> Outcome:
     """``eagle3-forensics ARGV`` in process: exit code, stdout, stderr and wall time."""
     out, err = io.StringIO(), io.StringIO()
     start = time.perf_counter()

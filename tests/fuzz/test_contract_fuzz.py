@@ -222,7 +222,7 @@ def draw_array(data: st.DataObject, label: str, shape: tuple[int, ...]) -> np.nd
     high = low + data.draw(st.sampled_from([1, 2, V, V + 9, 1000]), label=f"{label} span")
     dtype = data.draw(st.sampled_from(_ODD_DTYPES), label=f"{label} dtype")
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label=f"{label} seed"))
-    arr = rng.integers(low, high, size=shape).astype(dtype)
+    arr: np.ndarray = rng.integers(low, high, size=shape).astype(dtype)
     if np.issubdtype(dtype, np.floating) and arr.size and data.draw(st.booleans(), label=f"{label} nan"):
         arr.flat[0] = np.nan
     return arr
@@ -354,12 +354,12 @@ _SIZES = st.sampled_from(
 # -- the commands --------------------------------------------------------------------------------------
 
 
-def classify(data: st.DataObject, w: World, work: Path) -> list[str]:
+def classify(data: st.DataObject, w: World, work: Path) -> list[object]:
     target = ["--target", w.target] if data.draw(st.booleans(), label="with target") else []
     return ["vocab", "classify", draw_map(data, w, work), *target, "--json"]
 
 
-def compare(data: st.DataObject, w: World, work: Path) -> list[str]:
+def compare(data: st.DataObject, w: World, work: Path) -> list[object]:
     pair = [w.map, draw_map(data, w, work)]
     if data.draw(st.booleans(), label="swap"):
         pair.reverse()
@@ -368,7 +368,7 @@ def compare(data: st.DataObject, w: World, work: Path) -> list[str]:
     return ["vocab", "compare", *pair, "--limit", limit, *target, "--json"]
 
 
-def coverage(data: st.DataObject, w: World, work: Path) -> list[str]:
+def coverage(data: st.DataObject, w: World, work: Path) -> list[object]:
     top = data.draw(st.sampled_from(["20", "0", "1", "-5", "1000000"]), label="top")
     if data.draw(st.sampled_from(["ids", "ids", "corpus"]), label="source") == "ids":
         drafter = w.flat if data.draw(st.booleans(), label="seed drafter") else draw_map(data, w, work)
@@ -384,7 +384,7 @@ def coverage(data: st.DataObject, w: World, work: Path) -> list[str]:
     return ["vocab", "coverage", w.demo_drafter, "--corpus", corpus, *tokenizer, "--top", top, "--json"]
 
 
-def build(data: st.DataObject, w: World, work: Path) -> list[str]:
+def build(data: st.DataObject, w: World, work: Path) -> list[object]:
     out = (
         work
         / "out"
@@ -422,7 +422,7 @@ def build_after(outcome: Outcome, work: Path, before: Any) -> None:
         assert not out.exists(), f"a failed build left {out}\n{outcome}"
 
 
-def repair(data: st.DataObject, w: World, work: Path) -> list[str]:
+def repair(data: st.DataObject, w: World, work: Path) -> list[object]:
     src = draw_drafter(data, w, work / "src")
     argv = ["repair", src, "--engine", data.draw(st.sampled_from(["vllm", "sglang"]), label="engine")]
     argv += ["--out", work / "out" / "dst"]
@@ -454,7 +454,7 @@ def repair_after(outcome: Outcome, work: Path, before: Any) -> None:
         assert (dst / "config.json").is_file() and (dst / "model.safetensors").is_file(), outcome
 
 
-def probe(data: st.DataObject, w: World, work: Path) -> list[str]:
+def probe(data: st.DataObject, w: World, work: Path) -> list[object]:
     broken = data.draw(
         st.sampled_from(["prompts", "prompts", "target", "drafter", "numbers"]), label="broken"
     )
@@ -480,14 +480,19 @@ def probe(data: st.DataObject, w: World, work: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def probe_server(data: st.DataObject, w: World, work: Path) -> list[str]:
+def probe_server(data: st.DataObject, w: World, work: Path) -> list[object]:
     """A refused server (port 1): the inputs are read first, then the fault is exit 4."""
     prompts = (
         draw_prompts(data, w, work)
         if data.draw(st.booleans(), label="bad prompts")
         else _write(work / "prompts.jsonl", b'{"prompt": "hello"}\n')
     )
-    argv = ["probe-server", "http://127.0.0.1:1", "--engine", data.draw(st.sampled_from(["vllm", "sglang"]))]
+    argv: list[object] = [
+        "probe-server",
+        "http://127.0.0.1:1",
+        "--engine",
+        data.draw(st.sampled_from(["vllm", "sglang"])),
+    ]
     argv += ["--prompts", prompts, "--retries", "0", "--timeout", "0.5"]
     if data.draw(st.booleans(), label="compare with"):
         argv += ["--compare-with", _write(work / "probe.json", draw_json_file(data, w.probe_result))]
@@ -500,7 +505,7 @@ _RUN_KEYS = ["name", "notebooks", "drafters", "parameters", "gate", "workers", "
 _BASELINE_KEYS = ["drafters", "acceptance_length", "per_position", "expected_findings", "by_notebook", "value", "tolerance", "values"]  # fmt: skip
 
 
-def run(data: st.DataObject, w: World, work: Path) -> list[str]:
+def run(data: st.DataObject, w: World, work: Path) -> list[object]:
     broken = data.draw(
         st.sampled_from(["config", "config text", "baseline", "baseline", "previous"]), label="broken"
     )
@@ -530,7 +535,7 @@ def run(data: st.DataObject, w: World, work: Path) -> list[str]:
     return [*argv, "--no-progress", "--json"]
 
 
-def history(data: st.DataObject, w: World, work: Path) -> list[str]:
+def history(data: st.DataObject, w: World, work: Path) -> list[object]:
     """A history directory with an entry mangled, removed or joined by strangers."""
     d = work / "history"
     shutil.copytree(w.history, d)
@@ -558,7 +563,7 @@ def history(data: st.DataObject, w: World, work: Path) -> list[str]:
     return argv
 
 
-def merge_runs(data: st.DataObject, w: World, work: Path) -> list[str]:
+def merge_runs(data: st.DataObject, w: World, work: Path) -> list[object]:
     """The two parts of a sharded run, one of them mangled (its part.json), lost or repeated."""
     parts = []
     for i, src in enumerate(w.parts):
@@ -629,7 +634,7 @@ _LAUNCH_YAML = [
 ]
 
 
-def launch(data: st.DataObject, w: World, work: Path) -> list[str]:
+def launch(data: st.DataObject, w: World, work: Path) -> list[object]:
     seed = data.draw(st.sampled_from(_LAUNCH_YAML), label="yaml seed")
     raw = yaml.safe_dump(seed).replace("DRAFTER", str(w.demo_drafter)).encode()
     if data.draw(st.booleans(), label="mangle yaml"):
@@ -666,7 +671,7 @@ def _flags(parser: Any) -> list[str]:
     return [o for a in parser._actions for o in a.option_strings if o not in ("-h", "--help")]
 
 
-def arguments(data: st.DataObject, w: World, work: Path) -> list[str]:
+def arguments(data: st.DataObject, w: World, work: Path) -> list[object]:
     parser = build_parser()
     commands = {
         n: p for n, p in _subcommands(parser).items() if p.get_default("json_command") or n == "vocab"
@@ -692,7 +697,7 @@ class Case:
     name: str
     schema: str
     examples: int
-    draw: Callable[[st.DataObject, World, Path], list[str]]
+    draw: Callable[[st.DataObject, World, Path], list[object]]
     codes: frozenset[int] = DOCUMENTED
     after: Callable[[Outcome, Path, Any], None] | None = None
     """The command's own promises, given the outcome, the work directory and what ``before`` saw."""

@@ -21,6 +21,7 @@ pytest.importorskip("tokenizers")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "data" / "demo"
+pytestmark = pytest.mark.slow  # trains a quick demo world and regenerates it (make test-all)
 
 
 def _digests(root: pathlib.Path) -> dict[str, str]:

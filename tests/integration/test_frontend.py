@@ -77,7 +77,7 @@ def run(kc: Any, code: str, metadata: dict[str, Any] | None = None) -> list[dict
         metadata=metadata or {},
     )
     kc.shell_channel.send(msg)
-    got = []
+    got: list[Any] = []
     while True:
         try:
             m = kc.get_iopub_msg(timeout=120)

@@ -259,7 +259,7 @@ def test_notebook_05_runs_on_the_demo_dumps(monkeypatch: pytest.MonkeyPatch, tmp
 def test_notebook_05_parameters() -> None:
     nb = nbformat.read(str(NB05), as_version=4)
     params = [c for c in nb.cells if "parameters" in _tags(c)]
-    names = {t.id for node in ast.parse(params[0].source).body for t in node.targets}  # type: ignore[attr-defined]
+    names = {t.id for node in ast.parse(params[0].source).body for t in node.targets}
     assert {"checkpoint", "data", "target", "engine"} <= names
 
 

@@ -21,7 +21,10 @@ TARGET = DEMO / "target"
 HEALTHY = DEMO / "drafters" / "healthy"
 DUMPS = {"specforge": DEMO / "dumps" / "specforge", "speculators": DEMO / "dumps" / "speculators"}
 
-pytestmark = pytest.mark.skipif(not (DEMO / "dumps").is_dir(), reason="demo dumps not generated (make data)")
+pytestmark = [
+    pytest.mark.skipif(not (DEMO / "dumps").is_dir(), reason="demo dumps not generated (make data)"),
+    pytest.mark.slow,  # CLI subprocesses over the demo dumps, sharded runs merged, the dumps regenerated
+]
 
 
 def _cli(*args: str) -> tuple[int, dict]:

@@ -120,8 +120,8 @@ def _mangle(d: Path, how: str, pick: int, where: float, byte: int) -> None:
             p.unlink()
         return
     if how == "truncate":
-        raw = f.read_bytes()
-        f.write_bytes(raw[: int(len(raw) * where)])
+        whole = f.read_bytes()
+        f.write_bytes(whole[: int(len(whole) * where)])
         return
     if how == "flip":
         raw = bytearray(f.read_bytes())

@@ -75,7 +75,13 @@ def _probe(
     engine: str = "reference",
     **kw: Any,
 ) -> ProbeResult:
-    opts = {"k": K, "max_new_tokens": NEW_TOKENS, "device": "cpu", "greedy": greedy, "engine": engine}
+    opts: dict[str, Any] = {
+        "k": K,
+        "max_new_tokens": NEW_TOKENS,
+        "device": "cpu",
+        "greedy": greedy,
+        "engine": engine,
+    }
     opts.update(kw)
     return probe(drafter, target, prompts, **opts)
 
@@ -203,6 +209,7 @@ def test_report_keys(healthy: ProbeResult) -> None:
 # -- broken variants, per engine view ------------------------------------------------------------
 
 
+@pytest.mark.slow  # a probe per variant and engine
 @pytest.mark.parametrize("engine", ["reference", "sglang", "vllm", "eagle"])
 @pytest.mark.parametrize("variant", BROKEN)
 def test_broken_d2t_collapses_acceptance(
@@ -221,6 +228,7 @@ def test_broken_d2t_collapses_acceptance(
     assert r.acceptance_length <= 1.2
 
 
+@pytest.mark.slow  # a probe per release
 def test_seed_case_per_release(
     target: TargetModel, prompts: list[str], greedy: GreedyRun, healthy: ProbeResult
 ) -> None:
@@ -243,6 +251,7 @@ def test_seed_case_per_release(
         assert abs(r.acceptance_length - healthy.acceptance_length) <= 0.05 * healthy.acceptance_length
 
 
+@pytest.mark.slow  # an aux-layer sweep of probes
 @pytest.mark.parametrize("engine", ["reference", "vllm"])
 def test_aux_sweep_finds_the_shift(
     target: TargetModel, prompts: list[str], greedy: GreedyRun, engine: str

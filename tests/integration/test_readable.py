@@ -41,13 +41,13 @@ def raw_cells(page: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def lookup_absolute():  # type: ignore[no-untyped-def]
+def lookup_absolute():
     return token_lookup_data(
         DEMO / "drafters" / "d2t_absolute", DEMO / "target", ids=DEMO / "corpus_ids.safetensors"
     )
 
 
-def test_a_string_of_several_tokens_shows_its_split_once_then_each_token_once(lookup_absolute) -> None:  # type: ignore[no-untyped-def]
+def test_a_string_of_several_tokens_shows_its_split_once_then_each_token_once(lookup_absolute) -> None:
     data = lookup_absolute
     assert data.tokenisation("zzzqqq") == '"zzzqqq" → 6 tokens: z · z · z · q · q · q'
     rows = data.rows(["zzzqqq"])
@@ -58,7 +58,7 @@ def test_a_string_of_several_tokens_shows_its_split_once_then_each_token_once(lo
     assert data.tokenisation(" the") is None and data.tokenisation("d:3") is None  # one token: no split line
 
 
-def test_an_id_beyond_the_target_vocabulary_says_so(lookup_absolute) -> None:  # type: ignore[no-untyped-def]
+def test_an_id_beyond_the_target_vocabulary_says_so(lookup_absolute) -> None:
     # d2t_absolute stores absolute ids; engines add i again: draft 245 -> 245 + 493 = 738 of 512
     row = lookup_absolute.rows(["d:245"])[0]
     assert row["vllm"] == "draft 245 → 738 out of range (vocab 512) ✗"
@@ -66,7 +66,7 @@ def test_an_id_beyond_the_target_vocabulary_says_so(lookup_absolute) -> None:  #
     assert far["token"] == "out of range (vocab 512)" and "beyond the target vocabulary" in far["note"]
 
 
-def test_lookup_tables_show_no_raw_values(lookup_absolute) -> None:  # type: ignore[no-untyped-def]
+def test_lookup_tables_show_no_raw_values(lookup_absolute) -> None:
     # byte tokens (the target's byte-level pieces of multi-byte characters) and missing draft ids
     page = _lookup_html(lookup_absolute, [*range(120, 200), "9999", "d:245", "zzzqqq", "no-such-xyz"])
     assert "&lt;0x" in page  # byte tokens are there, spelled <0xNN>
@@ -139,7 +139,7 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obj
     yield books
 
 
-def _outputs(nb: object) -> list[dict]:  # type: ignore[type-arg]
+def _outputs(nb: object) -> list[dict]:
     return [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]  # type: ignore[attr-defined]
 
 

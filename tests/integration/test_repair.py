@@ -562,7 +562,7 @@ def test_sglang_ships_the_target_embedding_in_the_drafter_dtype(tmp_path: Path) 
     tgt = build_target(tmp_path / "t", hidden=48, with_weights=True, embedding=emb)
     r = repair(src, "sglang", tmp_path / "out", target=tgt)
     assert r.status == "repaired", r.message
-    assert any(s.tensors == ["embed_tokens.weight"] for s in r.plan.steps)
+    assert r.plan is not None and any(s.tensors == ["embed_tokens.weight"] for s in r.plan.steps)
     with safe_open(str(tmp_path / "out" / "model.safetensors"), framework="pt") as fh:
         shipped = fh.get_tensor("embed_tokens.weight")
     assert shipped.dtype == torch.bfloat16 and torch.equal(shipped, emb.to(torch.bfloat16))

@@ -21,6 +21,7 @@ TARGET = DEMO / "target"
 PROMPTS = read_prompts(DEMO / "prompts.jsonl")[:4]
 K = 3
 TOKENS = 32
+pytestmark = pytest.mark.slow  # repair, then a probe per variant and engine (make test-all)
 
 
 @pytest.fixture(scope="module")

@@ -253,7 +253,7 @@ def test_failing_notebook_is_reported_and_the_others_complete(tmp_path: Path) ->
 
 
 def test_no_baseline_only_failures_gate(tmp_path: Path) -> None:
-    runs = [
+    runs: list[dict[str, Any]] = [
         {"drafter": "a", "notebook": "n", "status": "ok", "codes": ["X"], "findings": None, "metrics": {}}
     ]
     gate = evaluate_gate(runs, None)
@@ -629,7 +629,7 @@ def test_explorer_callbacks_in_a_live_kernel(monkeypatch: pytest.MonkeyPatch) ->
     try:
 
         def drain(msg_id: str | None = None, quiet: float = 2.0) -> list[dict[str, Any]]:
-            got = []
+            got: list[dict[str, Any]] = []
             while True:
                 try:
                     m = kc.get_iopub_msg(timeout=60 if msg_id else quiet)

@@ -105,7 +105,7 @@ print(json.dumps({"codes": sorted({f.code for f in d.findings}), "exit": d.exit_
 """.replace("HEAVY", repr(HEAVY))
 
 
-def _api(*args: str) -> dict[str, object]:
+def _api(*args: str) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, "-c", _API, *args], capture_output=True, text=True, cwd=ROOT, timeout=120
     )
@@ -133,6 +133,7 @@ def _bin_twin(dst: Path, spec: Any) -> Path:
     return dst
 
 
+@pytest.mark.slow  # subprocesses that import torch
 @pytest.mark.parametrize("d2t", ["offsets", "absolute"])
 def test_bin_input_still_works_and_loads_torch(d2t: str, tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")

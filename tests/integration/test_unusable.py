@@ -399,6 +399,7 @@ def _assert_one_line_exit_2(proc: subprocess.CompletedProcess[str], expected: st
     return lines[0]
 
 
+@pytest.mark.slow  # one CLI subprocess per case (test_api_unusable covers the same cases in process)
 @pytest.mark.parametrize("case", CLI_CASES)
 def test_cli_unusable_json(case: str, cli_results: CliResults) -> None:
     proc = cli_results[("diagnose", case, "--json")]
@@ -413,6 +414,7 @@ def test_cli_unusable_json(case: str, cli_results: CliResults) -> None:
     assert line == "eagle3-forensics: " + report["findings"][0]["message"]
 
 
+@pytest.mark.slow  # one CLI subprocess per case (test_api_unusable covers the same cases in process)
 @pytest.mark.parametrize("case", PLAIN_CASES)
 def test_cli_unusable_plain(case: str, cli_results: CliResults) -> None:
     proc = cli_results[("diagnose", case)]
@@ -420,6 +422,7 @@ def test_cli_unusable_plain(case: str, cli_results: CliResults) -> None:
     assert "CHECKPOINT_UNREADABLE" in proc.stdout and "UNUSABLE" in proc.stdout
 
 
+@pytest.mark.slow  # one CLI subprocess per case (test_api_unusable covers the same cases in process)
 @pytest.mark.parametrize("case", INSPECT_CASES)
 def test_cli_inspect_unusable(case: str, cli_results: CliResults, built: dict[str, Path]) -> None:
     _assert_one_line_exit_2(cli_results[("inspect", case)], CASES[case][1])
@@ -432,6 +435,7 @@ def test_cli_inspect_unusable(case: str, cli_results: CliResults, built: dict[st
 # -- pickles are refused, never executed -----------------------------------------------------------
 
 
+@pytest.mark.slow  # one CLI subprocess per case (test_api_unusable covers the same cases in process)
 def test_malicious_pickle_never_executed(built: dict[str, Path], cli_results: CliResults) -> None:
     for name in PICKLE_CASES:
         for _ in range(2):  # reading again (cached state, a second open) must not run it either
@@ -488,6 +492,7 @@ def reference() -> list[tuple[str, str | None, str]]:
     return _summary(HEALTHY)
 
 
+@pytest.mark.slow  # CLI subprocesses over torch-pickled weights
 @pytest.mark.parametrize(
     ("builder", "weight_format"),
     [

@@ -522,4 +522,4 @@ def test_package_exports_lazily() -> None:
     import eagle3_forensics
 
     with pytest.raises(AttributeError):
-        _ = eagle3_forensics.not_a_name  # type: ignore[attr-defined]
+        _ = eagle3_forensics.not_a_name

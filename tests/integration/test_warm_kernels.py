@@ -1,8 +1,8 @@
 """Warm kernels (runs.warm): forked from a preloaded zygote, yet each one a fresh kernel to the notebook.
 
-The runner's default. What a notebook can see must match a kernel started the ordinary way;
-failures (a cell past its timeout, a kernel that dies) must end as they do there, leaving no
-process behind; without a zygote the kernelspec still starts an ordinary kernel.
+Opt-in (``kernels: warm``; the default is fresh). What a notebook can see must match a kernel
+started the ordinary way; failures (a cell past its timeout, a kernel that dies) must end as they
+do there, leaving no process behind; without a zygote the kernelspec still starts an ordinary kernel.
 """
 
 from __future__ import annotations
@@ -124,6 +124,7 @@ def test_a_warm_kernel_looks_like_a_fresh_one_and_keeps_nothing_of_another(tmp_p
         "env": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
         "notebooks": ["01_look", "02_mark", "03_check"],
         "drafters": {"d": str(tmp_path)},
+        "kernels": "warm",  # opt-in; the default is fresh
     }
     warm_runs = _runs(_run(tmp_path, data, "warm"))
     fresh_runs = _runs(_run(tmp_path, {**data, "kernels": "fresh"}, "fresh"))
@@ -158,6 +159,7 @@ def test_timeouts_and_dead_kernels_fail_as_usual_and_leave_no_process(tmp_path: 
         "timeout": 4,
         "notebooks": ["01_slow", "02_dies", "03_ok"],
         "drafters": {"d": str(tmp_path)},
+        "kernels": "warm",
     }
     # no thread limits: the zygote holds numpy's BLAS pool, which the kernels then use, as torch's
     with _env({"OMP_NUM_THREADS": None, "MKL_NUM_THREADS": None, "OPENBLAS_NUM_THREADS": None}):
@@ -219,7 +221,7 @@ def test_demo_notebooks_give_the_same_results_in_warm_and_fresh_kernels(tmp_path
         k: v for k, v in config["notebooks"].items() if k in ("00_triage", "02_vocab_mapping")
     }
     base = ROOT / "configs"
-    cfg_warm = config_from_dict(config, base=base)
+    cfg_warm = config_from_dict({**config, "kernels": "warm"}, base=base)
     cfg_fresh = config_from_dict({**config, "kernels": "fresh"}, base=base)
     for cfg, name in ((cfg_warm, "warm"), (cfg_fresh, "fresh")):
         assert run(cfg, tmp_path / name, progress=False, log=lambda _m: None) == 0

@@ -125,7 +125,7 @@ def _extra(g: torch.Generator, name: str, rows: int) -> torch.Tensor:
     return _rand(g, 4)
 
 
-def _set_flag(top: dict[str, Any], nested: dict[str, Any], name: str, level: str, value: bool) -> None:
+def _set_flag(top: dict[str, Any], nested: dict[str, Any], name: str, level: str, value: object) -> None:
     if level in ("top", "both"):
         top[name] = value
     if level in ("eagle_config", "both"):

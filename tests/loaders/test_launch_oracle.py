@@ -92,7 +92,7 @@ def test_launch_flags_agree_with_sglangs_own_parser(version: str) -> None:
         if "error" in theirs:
             refused = isinstance(ours, BadArgumentsError) or ours.method_refused is not None
             if not refused:
-                differences.append(f"{args!r}: SGLang refuses ({theirs['error']}), we read {ours.settings}")
+                differences.append(f"{args!r}: SGLang refuses ({theirs['error']}), we read {ours.settings}")  # type: ignore[union-attr]
             continue
         if isinstance(ours, BadArgumentsError):
             differences.append(f"{args!r}: SGLang parses it, we refuse: {ours}")

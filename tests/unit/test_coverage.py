@@ -54,6 +54,7 @@ def test_token_table_byte_level_demo() -> None:
     assert len(e_acute) == 2 and all(t.class_of(i) == "byte-fallback" for i in e_acute)
     assert t.text(e_acute[0]) == "\\xc3"
     the = tok.token_to_id("Ġthe")
+    assert the is not None
     assert t.class_of(the) == "ordinary" and t.text(the) == " the" and t.token(the) == "Ġthe"
     counts = np.bincount(t.classes, minlength=4)
     assert counts[0] == 3 and counts[1] == 128  # every non-ASCII byte of the base alphabet

@@ -1,7 +1,8 @@
-"""io.dumps: the Arrow reader against pyarrow's files, and every trainer's layout read into one sample shape."""
+"""io.dumps: Arrow datasets read through pyarrow (also mangled ones), and every trainer's layout read into one sample shape."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,15 @@ from dump_builders import (  # noqa: E402
 )
 
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError  # noqa: E402
-from eagle3_forensics.io.dumps import LAYOUTS, ArrowError, ArrowStream, SampleError, open_dumps, write_stream  # noqa: E402
+from eagle3_forensics.io.dumps import (  # noqa: E402
+    LAYOUTS,
+    ArrowError,
+    ArrowStream,
+    SampleError,
+    arrow_dataset,
+    open_dumps,
+    write_stream,
+)
 
 ARROW = Path(__file__).resolve().parents[1] / "data" / "arrow"
 
@@ -44,12 +53,52 @@ def test_reads_pyarrow_files(name: str) -> None:
         assert s.value("messages", 0)[1] == {"role": "assistant", "content": "yo é"}
 
 
-def test_reads_large_lists_and_refuses_compression() -> None:
+def test_reads_large_lists_and_compressed_bodies() -> None:
     with ArrowStream(ARROW / "pa_large.arrow") as s:
         assert s.value("input_ids", 1).tolist() == [3]
         assert s.value("loss_mask", 0).tolist() == [0, 1]
-    with pytest.raises(ArrowError, match="compressed"):
+        assert s.value("seq_len", 1) == 1
+    with ArrowStream(ARROW / "pa_zstd.arrow") as s:  # ZSTD bodies: pyarrow decodes them
+        assert s.num_rows == 2 and s.value("input_ids", 0).tolist() == [1, 2]
+
+
+def test_decoding_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compressed body is decoded into memory: past the budget the file is refused, in one line."""
+    monkeypatch.setattr(arrow_dataset, "MAX_DECODED_BYTES", 0)
+    with pytest.raises(ArrowError, match=r"^pa_zstd.arrow decodes to more than 0 GiB \(refused\)$"):
         ArrowStream(ARROW / "pa_zstd.arrow")
+    with ArrowStream(ARROW / "pa_stream.arrow") as s:  # uncompressed: views of the map, nothing decoded
+        assert s.num_rows == 3
+
+
+def test_every_mangled_byte_is_a_clean_error_or_a_valid_read(tmp_path: Path) -> None:
+    """Flip each byte of a stream and of a file: pyarrow either reads a valid table or the reader
+    raises ArrowError with one line; never another exception, never a crash."""
+    outcomes = {"read": 0, "refused": 0}
+    for name, step in (("pa_stream.arrow", 1), ("pa_file.arrow", 3)):  # the file repeats the stream
+        raw = (ARROW / name).read_bytes()
+        for at in range(0, len(raw), step):
+            bad = bytearray(raw)
+            bad[at] ^= 0xFF
+            q = tmp_path / f"flip{at}.arrow"
+            q.write_bytes(bytes(bad))
+            try:
+                with ArrowStream(q) as s:
+                    for c in s.column_names:
+                        for r in range(s.num_rows):
+                            s.value(c, r)
+                outcomes["read"] += 1
+            except ArrowError as exc:
+                assert "\n" not in str(exc) and str(exc)
+                outcomes["refused"] += 1
+    assert outcomes["refused"] > 100 and outcomes["read"] > 0, outcomes
+
+
+def test_missing_pyarrow_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow now raises ImportError
+    with pytest.raises(UnusableInputError, match=r"pip install 'eagle3-forensics\[offline\]'$") as got:
+        ArrowStream(ARROW / "pa_stream.arrow")
+    assert got.value.exit_code == 2
 
 
 def test_writer_round_trip_and_truncation(tmp_path: Path) -> None:

@@ -42,11 +42,15 @@ def test_constants_are_str_enums_with_their_json_values() -> None:
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_every_table_uses_known_condition_tokens(engine: str) -> None:
     rules = ENGINES[engine]
-    used = {
-        t
-        for r in (*rules.params, *rules.skip, *rules.consume, *rules.drop, *rules.renames, *rules.fuse)
-        for t, _ in when_tokens(r.when)
-    }
+    every: list[KeyRule | ParamRule] = [
+        *rules.params,
+        *rules.skip,
+        *rules.consume,
+        *rules.drop,
+        *rules.renames,
+        *rules.fuse,
+    ]
+    used = {t for r in every for t, _ in when_tokens(r.when)}
     assert used <= set(CONDITION_TOKENS)
     assert isinstance(rules.prefix, Prefix) and isinstance(rules.unknown_keys, UnknownKeys)
     assert all(isinstance(p.filled_by, FilledBy) for p in rules.params)

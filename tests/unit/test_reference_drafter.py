@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,7 @@ def tiny_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _spec(**kw: object) -> DrafterSpec:
-    base = dict(
+    base: dict[str, Any] = dict(
         hidden_size=32,
         intermediate_size=48,
         num_heads=4,
@@ -43,7 +44,7 @@ def _spec(**kw: object) -> DrafterSpec:
         draft_vocab_size=24,
     )
     base.update(kw)
-    return DrafterSpec(**base)  # type: ignore[arg-type]
+    return DrafterSpec(**base)
 
 
 def _random_drafter(spec: DrafterSpec, seed: int = 0) -> Eagle3Drafter:
@@ -181,7 +182,9 @@ def test_sglang_view_follows_the_release(tmp_path: Path, tiny_target: Path) -> N
     assert old.view.release == "sglang 0.5.10.post1–0.5.11" and new.view.release == "sglang 0.5.18–0.5.23"
     assert "layers.0.self_attn.q_proj.weight" in old.view.unfilled
     assert any(k.startswith("layers.0.") for k in old.view.ignored_keys)
-    assert not torch.equal(old.layers[0].self_attn.q_proj.weight, ref.layers[0].self_attn.q_proj.weight)
+    q_old, q_ref = old.layers[0].self_attn.q_proj.weight, ref.layers[0].self_attn.q_proj.weight  # type: ignore[union-attr]
+    assert isinstance(q_old, torch.Tensor) and isinstance(q_ref, torch.Tensor)
+    assert not torch.equal(q_old, q_ref)
     assert torch.equal(old.fc.weight, ref.fc.weight)  # fc.weight resolves on every release
     for view in (new, vll):
         for name, t in ref.state_dict().items():

@@ -143,7 +143,14 @@ def test_comparable_ignores_only_timings() -> None:
         "attempts": 2,
         "metrics": {"acceptance_length": 3.0, "tokens_per_s": 9.0},
     }
-    a = {"name": "x", "wall_s": 1.0, "generated": "t1", "workers": 3, "machine": {"cpus": 2}, "runs": [run]}
+    a: dict[str, Any] = {
+        "name": "x",
+        "wall_s": 1.0,
+        "generated": "t1",
+        "workers": 3,
+        "machine": {"cpus": 2},
+        "runs": [run],
+    }
     b = copy.deepcopy(a) | {"wall_s": 9.0, "generated": "t2", "workers": 6, "shards": [{}], "machine": {}}
     b["runs"][0] |= {"duration_s": 5.0, "attempts": 1}
     b["runs"][0]["metrics"]["tokens_per_s"] = 1.0

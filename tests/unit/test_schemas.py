@@ -73,7 +73,7 @@ def test_every_json_command_has_a_schema_and_docs_list_them() -> None:
         assert f"`{code}`" in docs, code
 
 
-def _subclasses(cls: type) -> list[type]:
+def _subclasses(cls: type[ForensicsError]) -> list[type[ForensicsError]]:
     return [cls, *(s for sub in cls.__subclasses__() for s in _subclasses(sub))]
 
 

@@ -536,7 +536,7 @@ def test_prop_first_row_matches_specforge(data: Any, block: int) -> None:
         assert m.selected.tolist() == ref
     for tie, ref_fn in (("id", reference_speculators), ("first_seen", reference_specforge)):
         for token_ids in (ids, iter(list(ids)), lambda: iter(list(ids))):
-            loss = mask if token_ids is ids else (None if mask is None else iter(list(mask)))
+            loss: Any = mask if token_ids is ids else (None if mask is None else iter(list(mask)))
             if callable(token_ids):
                 loss = None if mask is None else tuple(mask)
             m = build_vocab_mapping(
@@ -669,7 +669,7 @@ def test_suggest_fix_per_kind(seed_story: Any) -> None:
         assert fix.d2t is not None and torch.equal(fix.d2t, d2t)
         assert fix.verified and fix.verified_kind == "consistent_offsets"
     ok = suggest_d2t_fix(d2t, t2d, V_SEED, v_SEED)
-    assert not ok.needed and ok.function is None and torch.equal(ok.d2t, d2t)
+    assert not ok.needed and ok.function is None and ok.d2t is not None and torch.equal(ok.d2t, d2t)
     # no usable t2d and not a recognisable encoding: only the data can tell
     perm = sel.copy()
     perm[[3, 40]] = perm[[40, 3]]

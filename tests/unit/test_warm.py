@@ -37,6 +37,7 @@ def _preload(modules: tuple[str, ...], tmp_path: Path) -> subprocess.CompletedPr
     )
 
 
+@pytest.mark.slow  # zygote subprocesses
 @pytest.mark.timeout(180)
 def test_preload_refuses_a_module_that_must_load_in_a_session_or_a_running_thread(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")  # the notebooks extra; absent in the core-only tier (tests/packaging)
@@ -54,6 +55,7 @@ def test_preload_refuses_a_module_that_must_load_in_a_session_or_a_running_threa
     assert missing.returncode != 0 and "cannot preload no_such_module_e3f" in missing.stderr
 
 
+@pytest.mark.slow  # imports every notebook dependency in subprocesses
 @pytest.mark.timeout(180)
 def test_preload_covers_every_module_the_notebooks_import(tmp_path: Path) -> None:
     """PRELOAD is a list by hand; a notebook that starts importing something new shows up here."""
@@ -107,8 +109,8 @@ def test_kernels_is_a_checked_config_key(tmp_path: Path) -> None:
     nb.cells.append(cell)
     nbformat.write(nb, str(nbs / "01_a.ipynb"))
     base = {"notebooks_dir": str(nbs), "notebooks": ["01_a"], "drafters": {"d": str(tmp_path)}}
-    assert config_from_dict(base).kernels == "warm"
-    assert config_from_dict({**base, "kernels": "fresh"}).kernels == "fresh"
+    assert config_from_dict(base).kernels == "fresh"  # the standard kernels unless a config opts in
+    assert config_from_dict({**base, "kernels": "warm"}).kernels == "warm"
     with pytest.raises(UnusableInputError, match="kernels must be one of warm, fresh"):
         config_from_dict({**base, "kernels": "tepid"})
 

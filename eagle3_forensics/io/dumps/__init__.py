@@ -1,8 +1,8 @@
 """Offline training data on disk: hidden-state dumps of every trainer, read one sample at a time.
 
 ``layouts`` describes each writer's layout as data; ``read`` finds the files, decides the layout
-and normalises each sample; ``arrow`` reads (and, for the demo, writes) the Arrow IPC files of
-speculators' datasets without pyarrow.
+and normalises each sample; ``arrow_dataset`` reads (and, for the demo, writes) the Arrow IPC files of
+speculators' datasets with pyarrow (the ``offline`` extra).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ _EXPORTS = {
     "Sample": "read",
     "SampleError": "read",
     "open_dumps": "read",
-    "ArrowStream": "arrow",
-    "ArrowError": "arrow",
-    "write_stream": "arrow",
+    "ArrowStream": "arrow_dataset",
+    "ArrowError": "arrow_dataset",
+    "write_stream": "arrow_dataset",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

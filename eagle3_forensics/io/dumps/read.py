@@ -25,7 +25,7 @@ from safetensors import safe_open
 
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.io.checkpoint import safe_torch_load, safe_torch_load_bytes
-from eagle3_forensics.io.dumps.arrow import ArrowError, ArrowStream
+from eagle3_forensics.io.dumps.arrow_dataset import ArrowError, ArrowStream
 from eagle3_forensics.io.dumps.layouts import FORMATS, LAYOUTS, DumpLayout
 
 _HS_FILE = re.compile(r"^hs_(\d+)\.safetensors$")
