@@ -24,6 +24,7 @@ from dump_builders import (  # noqa: E402
 )
 
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError  # noqa: E402
+from eagle3_forensics.extras import MissingExtraError  # noqa: E402
 from eagle3_forensics.io.dumps import (  # noqa: E402
     LAYOUTS,
     ArrowError,
@@ -96,9 +97,9 @@ def test_every_mangled_byte_is_a_clean_error_or_a_valid_read(tmp_path: Path) -> 
 
 def test_missing_pyarrow_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow now raises ImportError
-    with pytest.raises(UnusableInputError, match=r"pip install 'eagle3-forensics\[offline\]'$") as got:
+    with pytest.raises(MissingExtraError, match=r"pip install 'eagle3-forensics\[offline\]'$") as got:
         ArrowStream(ARROW / "pa_stream.arrow")
-    assert got.value.exit_code == 2
+    assert got.value.exit_code == 2 and got.value.code == "MISSING_EXTRA"
 
 
 def test_writer_round_trip_and_truncation(tmp_path: Path) -> None:

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from eagle3_forensics.errors import UnusableInputError, one_line
+from eagle3_forensics.errors import one_line
+from eagle3_forensics.extras import translated
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -39,13 +40,9 @@ class ArrowError(Exception):
 
 def _pyarrow() -> Any:
     """pyarrow, or the one-line error naming the extra that brings it (exit 2 at every surface)."""
-    try:
-        import pyarrow  # optional: pyarrow (the offline extra)
+    with translated("reading Arrow datasets", "offline"):
+        import pyarrow  # noqa: ICN001  # optional: pyarrow (the offline extra)
         import pyarrow.ipc  # optional: pyarrow (a submodule pyarrow does not import itself)
-    except ImportError:
-        raise UnusableInputError(
-            "reading Arrow datasets needs pyarrow: pip install 'eagle3-forensics[offline]'"
-        ) from None
     return pyarrow
 
 
