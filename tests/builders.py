@@ -22,9 +22,9 @@ import pytest
 
 # The fixtures are built with torch (the probe extra): where it is absent (the core-only tier of
 # tests/packaging), every test module importing this one skips.
-torch = pytest.importorskip("torch")
-
-from safetensors.torch import load_file, save_file  # noqa: E402
+pytest.importorskip("torch")
+import torch
+from safetensors.torch import load_file, save_file
 
 # -- sizes --------------------------------------------------------------------------------------
 

@@ -13,11 +13,11 @@ import pytest
 
 # The fixtures are built with torch (the probe extra): where it is absent (the core-only tier of
 # tests/packaging), every test module importing this one skips.
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
+import torch
+from safetensors.torch import save_file
 
-from safetensors.torch import save_file  # noqa: E402
-
-from eagle3_forensics.io.dumps.arrow_dataset import write_stream  # noqa: E402
+from eagle3_forensics.io.dumps.arrow_dataset import write_stream
 
 H = 16  # hidden size of the synthetic dumps
 K = 3  # aux layers

@@ -19,8 +19,8 @@ from typing import Any
 
 from eagle3_forensics.checks.aux_layers import trained_default, trained_ids
 from eagle3_forensics.checks.context import Context
-from eagle3_forensics.checks.startup import check_startup
 from eagle3_forensics.checks.launch_window import check_draft_window
+from eagle3_forensics.checks.startup import check_startup
 from eagle3_forensics.engines.launch import DraftMissing, LaunchRules, LaunchSettings, Params, Setting
 from eagle3_forensics.engines.rules import AuxConvert
 from eagle3_forensics.findings import Finding, Severity

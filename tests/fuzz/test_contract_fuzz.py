@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
-import yaml  # noqa: E402
-from contract import (  # noqa: E402
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
+import yaml
+from contract import (
     DOCUMENTED,
     FUZZ_SETTINGS,
     TIME_LIMIT_S,
@@ -39,9 +40,9 @@ from contract import (  # noqa: E402
     run_cli,
     run_subprocess,
 )
-from hypothesis import event, given  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from mangle import (  # noqa: E402
+from hypothesis import event, given
+from hypothesis import strategies as st
+from mangle import (
     FLAT_CONFIG,
     SPECULATORS_CONFIG,
     V,
@@ -55,10 +56,10 @@ from mangle import (  # noqa: E402
     write_drafter,
     write_target,
 )
-from safetensors.numpy import save_file as save_numpy  # noqa: E402
+from safetensors.numpy import save_file as save_numpy
 
-from eagle3_forensics.cli.main import _subcommands, build_parser  # noqa: E402
-from eagle3_forensics.engines.launch import LAUNCH_RELEASES  # noqa: E402
+from eagle3_forensics.cli.main import _subcommands, build_parser
+from eagle3_forensics.engines.launch import LAUNCH_RELEASES
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"

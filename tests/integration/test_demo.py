@@ -11,10 +11,11 @@ import sys
 
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
-from safetensors.torch import load_file  # noqa: E402
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
+from safetensors.torch import load_file
 
-from eagle3_forensics.demo import world as demo  # noqa: E402
+from eagle3_forensics.demo import world as demo
 
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")

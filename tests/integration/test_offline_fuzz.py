@@ -19,14 +19,15 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
-from builders import build_drafter, build_target  # noqa: E402
-from dump_builders import evil_pickle, rows, specforge, speculators  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from safetensors.torch import load_file, save_file  # noqa: E402
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
+from builders import build_drafter, build_target
+from dump_builders import evil_pickle, rows, specforge, speculators
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from safetensors.torch import load_file, save_file
 
-from eagle3_forensics.cli.main import main  # noqa: E402
+from eagle3_forensics.cli.main import main
 
 EXAMPLES = int(os.environ.get("FUZZ_OFFLINE_EXAMPLES", "60"))
 SETTINGS = settings(

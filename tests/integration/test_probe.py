@@ -9,14 +9,15 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
 
-from eagle3_forensics.cli.main import main  # noqa: E402
-from eagle3_forensics.probe.core import ProbeResult, compare_variants, probe, read_prompts  # noqa: E402
-from eagle3_forensics.probe.decode import GreedyRun  # noqa: E402
-from eagle3_forensics.probe.proposers import OracleProposer, RandomProposer  # noqa: E402
-from eagle3_forensics.reference.target import TargetModel  # noqa: E402
-from eagle3_forensics.views.probe import (  # noqa: E402
+from eagle3_forensics.cli.main import main
+from eagle3_forensics.probe.core import ProbeResult, compare_variants, probe, read_prompts
+from eagle3_forensics.probe.decode import GreedyRun
+from eagle3_forensics.probe.proposers import OracleProposer, RandomProposer
+from eagle3_forensics.reference.target import TargetModel
+from eagle3_forensics.views.probe import (
     per_position_figure,
     per_position_table,
     render_probe,

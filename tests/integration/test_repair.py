@@ -16,17 +16,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
-from builders import DrafterSpec, build_drafter, build_target, speculators_spec  # noqa: E402
-from safetensors.torch import save_file  # noqa: E402
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
+from builders import DrafterSpec, build_drafter, build_target, speculators_spec
+from safetensors.torch import save_file
 
-from eagle3_forensics import cli  # noqa: E402
-from eagle3_forensics.checks.diagnose import diagnose  # noqa: E402
-from eagle3_forensics.findings import CATALOGUE, Finding, Severity  # noqa: E402
-from eagle3_forensics.repair.execute import PAUSE_ENV, repair, stale_temp_dirs  # noqa: E402
-from eagle3_forensics.repair.plan import RECORD_FILE, RepairArgumentError, repair_plan  # noqa: E402
-from eagle3_forensics.repair.policy import FIX, POLICY, REFUSE, STEP_KINDS, VOCAB, Policy  # noqa: E402
-from eagle3_forensics.vocab.inputs import load_token_ids  # noqa: E402
+from eagle3_forensics import cli
+from eagle3_forensics.checks.diagnose import diagnose
+from eagle3_forensics.findings import CATALOGUE, Finding, Severity
+from eagle3_forensics.repair.execute import PAUSE_ENV, repair, stale_temp_dirs
+from eagle3_forensics.repair.plan import RECORD_FILE, RepairArgumentError, repair_plan
+from eagle3_forensics.repair.policy import FIX, POLICY, REFUSE, STEP_KINDS, VOCAB, Policy
+from eagle3_forensics.vocab.inputs import load_token_ids
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"

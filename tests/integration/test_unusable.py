@@ -23,13 +23,14 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
-from safetensors.torch import load_file, save_file  # noqa: E402
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
+from safetensors.torch import load_file, save_file
 
-from eagle3_forensics.checks.diagnose import diagnose  # noqa: E402
-from eagle3_forensics.engines import ENGINE_NAMES  # noqa: E402
-from eagle3_forensics.errors import BadArgumentsError, UnusableInputError  # noqa: E402
-from eagle3_forensics.io.checkpoint import open_checkpoint  # noqa: E402
+from eagle3_forensics.checks.diagnose import diagnose
+from eagle3_forensics.engines import ENGINE_NAMES
+from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
+from eagle3_forensics.io.checkpoint import open_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 HEALTHY = ROOT / "data" / "demo" / "drafters" / "healthy"

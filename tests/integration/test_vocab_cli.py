@@ -11,19 +11,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
-from safetensors.torch import load_file, save_file  # noqa: E402
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
+from safetensors.torch import load_file, save_file
 
-from eagle3_forensics import cli  # noqa: E402
-from eagle3_forensics.errors import UnusableInputError  # noqa: E402
-from eagle3_forensics.vocab.inputs import (  # noqa: E402
+from eagle3_forensics import cli
+from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.vocab.inputs import (
     iter_token_chunks,
     load_mapping,
     load_token_ids,
     save_mapping,
     tokenize_corpus,
 )
-from eagle3_forensics.vocab.mapping import build_vocab_mapping  # noqa: E402
+from eagle3_forensics.vocab.mapping import build_vocab_mapping
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"

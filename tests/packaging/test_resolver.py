@@ -67,7 +67,9 @@ def test_wheel_resolves_beside_engine(release: str, dist: Dist, tmp_path: Path, 
         proc = _dry_run([ours, release], tmp_path / "r.json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads((tmp_path / "r.json").read_text())
-    got = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"] for i in report["install"]}
+    got: dict[str, str] = {
+        canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"] for i in report["install"]
+    }
     assert got["eagle3-forensics"] == dist.wheel.name.split("-")[1]
     if not unpublished:
         assert got[name] == version

@@ -8,12 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
-from safetensors import safe_open  # noqa: E402
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
+from safetensors import safe_open
 
-from eagle3_forensics.demo.corpus import write_demo_corpus  # noqa: E402
-from eagle3_forensics.errors import UnusableInputError  # noqa: E402
-from eagle3_forensics.vocab.coverage import (  # noqa: E402
+from eagle3_forensics.demo.corpus import write_demo_corpus
+from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.vocab.coverage import (
     TOKEN_CLASSES,
     corpus_counts,
     corpus_coverage,
@@ -21,8 +22,8 @@ from eagle3_forensics.vocab.coverage import (  # noqa: E402
     coverage_report,
     token_table,
 )
-from eagle3_forensics.vocab.inputs import load_mapping, load_token_ids, read_safetensors_metadata  # noqa: E402
-from eagle3_forensics.vocab.mapping import build_vocab_mapping, select_draft_vocab  # noqa: E402
+from eagle3_forensics.vocab.inputs import load_mapping, load_token_ids, read_safetensors_metadata
+from eagle3_forensics.vocab.mapping import build_vocab_mapping, select_draft_vocab
 
 pytestmark = pytest.mark.filterwarnings("ignore::eagle3_forensics.vocab.mapping.VocabPaddingWarning")
 

@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
-from builders import build_target  # noqa: E402
-from dump_builders import H, ge_data, rows, save, specforge, specforge_broken, speculators, write_map  # noqa: E402
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
+from builders import build_target
+from dump_builders import H, ge_data, rows, save, specforge, specforge_broken, speculators, write_map
 
-from eagle3_forensics.checks.data import (  # noqa: E402
+from eagle3_forensics.checks.data import (
     DATA_CODES,
     AuditScan,
     audit_data,
@@ -21,13 +22,13 @@ from eagle3_forensics.checks.data import (  # noqa: E402
     merge_scans,
     scan_data,
 )
-from eagle3_forensics.findings import DATA_CATALOGUE, Severity  # noqa: E402
+from eagle3_forensics.findings import DATA_CATALOGUE, Severity
 
 V = 64
 
 
 def codes(path: Path, **kw: object) -> dict[str, str]:
-    a = audit_data(path, **kw)  # type: ignore[arg-type]
+    a = audit_data(path, **kw)
     return {f.code: f.severity.value for f in a.findings}
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
-from dump_builders import (  # noqa: E402
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
+from dump_builders import (
     H,
     K,
     evil_pickle,
@@ -23,9 +24,9 @@ from dump_builders import (  # noqa: E402
     speculators_v04,
 )
 
-from eagle3_forensics.errors import BadArgumentsError, UnusableInputError  # noqa: E402
-from eagle3_forensics.extras import MissingExtraError  # noqa: E402
-from eagle3_forensics.io.dumps import (  # noqa: E402
+from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
+from eagle3_forensics.extras import MissingExtraError
+from eagle3_forensics.io.dumps import (
     LAYOUTS,
     ArrowError,
     ArrowStream,

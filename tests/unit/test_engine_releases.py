@@ -16,22 +16,23 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
-from builders import TARGET_LAYERS, H, build_drafter, build_mla_drafter, build_target, speculators_spec  # noqa: E402
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
+from builders import TARGET_LAYERS, H, build_drafter, build_mla_drafter, build_target, speculators_spec
 
-from eagle3_forensics.checks.diagnose import Diagnosis, diagnose  # noqa: E402
-from eagle3_forensics.engines import (  # noqa: E402
+from eagle3_forensics.checks.diagnose import Diagnosis, diagnose
+from eagle3_forensics.engines import (
     ENGINE_RELEASES,
     ENGINES,
     release_label,
     resolve_engines,
     resolve_release,
 )
-from eagle3_forensics.engines.rules import AuxConvert, KeyRule, ParamRule, version_key  # noqa: E402
-from eagle3_forensics.engines.simulate import simulate_load  # noqa: E402
-from eagle3_forensics.errors import BadArgumentsError  # noqa: E402
-from eagle3_forensics.findings import Severity  # noqa: E402
-from eagle3_forensics.io.checkpoint import open_checkpoint  # noqa: E402
+from eagle3_forensics.engines.rules import AuxConvert, KeyRule, ParamRule, version_key
+from eagle3_forensics.engines.simulate import simulate_load
+from eagle3_forensics.errors import BadArgumentsError
+from eagle3_forensics.findings import Severity
+from eagle3_forensics.io.checkpoint import open_checkpoint
 
 SGLANG_POINTS = ("sglang==0.5.11", "sglang==0.5.16", "sglang==0.5.17", "sglang==0.5.23", "sglang")
 

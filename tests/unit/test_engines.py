@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
-from builders import DrafterSpec, build_drafter  # noqa: E402
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
+from builders import DrafterSpec, build_drafter
 
-from eagle3_forensics.engines import ENGINES, resolve_release  # noqa: E402
-from eagle3_forensics.engines.rules import (  # noqa: E402
+from eagle3_forensics.engines import ENGINES, resolve_release
+from eagle3_forensics.engines.rules import (
     CONDITION_TOKENS,
     FROM_TARGET,
     REJECT,
@@ -26,9 +27,9 @@ from eagle3_forensics.engines.rules import (  # noqa: E402
     UnknownKeys,
     when_tokens,
 )
-from eagle3_forensics.engines.simulate import LoadReport, conditions, simulate_load  # noqa: E402
-from eagle3_forensics.io.checkpoint import open_checkpoint  # noqa: E402
-from eagle3_forensics.io.config import DrafterConfig  # noqa: E402
+from eagle3_forensics.engines.simulate import LoadReport, conditions, simulate_load
+from eagle3_forensics.io.checkpoint import open_checkpoint
+from eagle3_forensics.io.config import DrafterConfig
 
 # -- the tables -----------------------------------------------------------------------------------
 

@@ -131,4 +131,4 @@ def test_require_and_translated(monkeypatch: pytest.MonkeyPatch) -> None:
         import prometheus_client  # noqa: F401
     # a missing module that is no extra's is a bug: not translated
     with pytest.raises(ModuleNotFoundError), extras.translated("'x'"):
-        import eagle3_forensics_no_such_module  # type: ignore[import-not-found]  # noqa: F401
+        import eagle3_forensics_no_such_module  # noqa: F401

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
-from builders import (  # noqa: E402
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
+from builders import (
     SMALL_V,
     DrafterSpec,
     V,
@@ -24,10 +25,10 @@ from builders import (  # noqa: E402
     speculators_spec,
     write_checkpoint,
 )
-from safetensors.torch import load_file  # noqa: E402
+from safetensors.torch import load_file
 
-from eagle3_forensics.checks.diagnose import diagnose  # noqa: E402
-from eagle3_forensics.findings import (  # noqa: E402
+from eagle3_forensics.checks.diagnose import diagnose
+from eagle3_forensics.findings import (
     CATALOGUE,
     CHECK_CATALOGUE,
     DATA_CATALOGUE,

@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
-from builders import DrafterSpec, drafter_config, drafter_tensors, write_checkpoint  # noqa: E402
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
+from builders import DrafterSpec, drafter_config, drafter_tensors, write_checkpoint
 
-from eagle3_forensics.io.checkpoint import open_checkpoint, st_dtype, torch_dtype_of  # noqa: E402
-from eagle3_forensics.io.dtypes import RAW_BITS, widen  # noqa: E402
+from eagle3_forensics.io.checkpoint import open_checkpoint, st_dtype, torch_dtype_of
+from eagle3_forensics.io.dtypes import RAW_BITS, widen
 
 _FP8 = {"F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2, "F8_E8M0": torch.float8_e8m0fnu}
 

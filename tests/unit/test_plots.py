@@ -8,13 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
+
 pytest.importorskip("matplotlib")  # the notebooks extra
 
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
-from eagle3_forensics.views.plots import (  # noqa: E402
+from eagle3_forensics.views.plots import (
     _label,
     plot_coverage_by_class,
     plot_coverage_curve,
@@ -24,9 +26,9 @@ from eagle3_forensics.views.plots import (  # noqa: E402
     plot_token_frequencies,
     plot_top_uncovered,
 )
-from eagle3_forensics.vocab.coverage import coverage_report, token_table  # noqa: E402
-from eagle3_forensics.vocab.inputs import load_mapping  # noqa: E402
-from eagle3_forensics.vocab.mapping import absolute_to_offsets, build_vocab_mapping  # noqa: E402
+from eagle3_forensics.vocab.coverage import coverage_report, token_table
+from eagle3_forensics.vocab.inputs import load_mapping
+from eagle3_forensics.vocab.mapping import absolute_to_offsets, build_vocab_mapping
 
 pytestmark = pytest.mark.filterwarnings("ignore::eagle3_forensics.vocab.mapping.VocabPaddingWarning")
 

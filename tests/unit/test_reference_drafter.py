@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
-from builders import TARGET_LAYERS, build_drafter, build_target, speculators_spec, target_embedding  # noqa: E402
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
+from builders import TARGET_LAYERS, build_drafter, build_target, speculators_spec, target_embedding
 
-from eagle3_forensics.errors import UnusableInputError  # noqa: E402
-from eagle3_forensics.reference.drafter import (  # noqa: E402
+from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.reference.drafter import (
     VIEW_NAMES,
     DrafterSpec,
     Eagle3Drafter,
@@ -182,7 +183,7 @@ def test_sglang_view_follows_the_release(tmp_path: Path, tiny_target: Path) -> N
     assert old.view.release == "sglang 0.5.10.post1–0.5.11" and new.view.release == "sglang 0.5.18–0.5.23"
     assert "layers.0.self_attn.q_proj.weight" in old.view.unfilled
     assert any(k.startswith("layers.0.") for k in old.view.ignored_keys)
-    q_old, q_ref = old.layers[0].self_attn.q_proj.weight, ref.layers[0].self_attn.q_proj.weight  # type: ignore[union-attr]
+    q_old, q_ref = old.layers[0].self_attn.q_proj.weight, ref.layers[0].self_attn.q_proj.weight
     assert isinstance(q_old, torch.Tensor) and isinstance(q_ref, torch.Tensor)
     assert not torch.equal(q_old, q_ref)
     assert torch.equal(old.fc.weight, ref.fc.weight)  # fc.weight resolves on every release
@@ -227,7 +228,7 @@ def test_aux_id_conventions(tmp_path: Path, tiny_target: Path) -> None:
     assert load_drafter(top, tiny_target, "vllm").aux_ids == [1, 3, 6]
     assert load_drafter(top, tiny_target, "sglang").aux_ids == [2, 4, 5]
     eagle_fmt = build_drafter(tmp_path / "eagle", architectures=["LlamaForCausalLM"])
-    assert load_drafter(eagle_fmt, tiny_target).view.family == "eagle"  # type: ignore[union-attr]
+    assert load_drafter(eagle_fmt, tiny_target).view.family == "eagle"
 
 
 def test_norm_flags_follow_each_format_family(tmp_path: Path, tiny_target: Path) -> None:

@@ -195,9 +195,7 @@ def test_llama_is_known_to_vllm(tmp_path: Path) -> None:
     target = build_target(tmp_path / "t", architectures=["LlamaForCausalLM"])
     # 0.32.0 reads the nested ids as HF indices (a shift against SpecForge's convention): a finding whose
     # message names the class's rule. 0.34.0 reads no nested ids, and its default equals the trained layers.
-    d = diagnose(
-        build_drafter(tmp_path / "d", aux_nested=[1, 3, 4]), target=target, engines=["vllm==0.32.0"]
-    )
+    d = diagnose(build_drafter(tmp_path / "d", aux_nested=[1, 3, 4]), target=target, engines=["vllm==0.32.0"])
     assert d.findings, "the nested ids make a finding whose message names the rule"
     for f in d.findings:
         assert "assumed" not in f.message and "not in the table" not in f.message

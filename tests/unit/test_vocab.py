@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from eagle3_forensics.errors import BadArgumentsError, ForensicsError, UnusableInputError  # noqa: E402
-from eagle3_forensics.vocab.mapping import (  # noqa: E402
+from eagle3_forensics.errors import BadArgumentsError, ForensicsError, UnusableInputError
+from eagle3_forensics.vocab.mapping import (
     CONSISTENT_KINDS,
     KINDS,
     absolute_to_offsets,

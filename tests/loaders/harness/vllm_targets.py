@@ -154,7 +154,7 @@ def run_class(arch: str) -> dict[str, Any]:
     out["model_class"] = f"{cls.__module__}.{cls.__name__}"
     decoder = _decoder(model)
     out["decoder_class"] = f"{type(decoder).__module__}.{type(decoder).__name__}"
-    for i in range(decoder.start_layer, decoder.end_layer):
+    for i in range(int(decoder.start_layer), int(decoder.end_layer)):  # type: ignore[arg-type]
         decoder.layers[i] = Marker()
     with set_current_vllm_config(vc):
         out["default"] = [int(i) for i in model.get_eagle3_default_aux_hidden_state_layers()]
