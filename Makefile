@@ -37,7 +37,7 @@ report: setup  ## every notebook over every demo drafter (configs/demo.yaml), ga
 
 # The fast tier leaves out what is marked slow, notebooks or browser (and, as pyproject's addopts do,
 # the engine, loaders and gpu tiers, which have their own targets); test-all runs every test but those.
-FAST_TIER := not slow and not notebooks and not browser and not engine and not loaders and not gpu
+FAST_TIER := not slow and not notebooks and not browser and not engine and not loaders and not gpu and not packaging
 PYTEST_ARGS ?=
 
 test: setup  ## the fast tier while editing: lint, type-check, unit + fast integration tests (<= 3 min on 2 cores)
