@@ -35,6 +35,7 @@ from eagle3_forensics.checks.data import Examples, check_shards
 from eagle3_forensics.engines import resolve_release
 from eagle3_forensics.errors import BadArgumentsError, ExitCode, UnusableInputError
 from eagle3_forensics.findings import Finding, Severity
+from eagle3_forensics.io.dumps.bounded import cap_from_configs
 from eagle3_forensics.io.dumps.layouts import LAYOUTS, POST, PRE
 from eagle3_forensics.io.dumps.read import DumpSet, Sample, SampleError, open_dumps
 from eagle3_forensics.io.target import open_target
@@ -620,6 +621,7 @@ def open_offline(
     fmt: str = "auto",
     max_samples: int | None = None,
     device: str = "auto",
+    max_sample_bytes: int | None = None,
 ) -> OfflineSetup:
     """Open the dumps, load the drafter and the teacher, and check they fit together (one
     :class:`~eagle3_forensics.errors.UnusableInputError` naming the finding code when not):
@@ -630,7 +632,10 @@ def open_offline(
     dev = resolve_device(device)
     dtype = default_dtype(dev)
     tside = target_files(target) if target is not None else None
-    ds = open_dumps(data, fmt, hidden_size_hint=None if tside is None else tside.hidden_size)
+    cap = max_sample_bytes if max_sample_bytes is not None else cap_from_configs(drafter, target)
+    ds = open_dumps(
+        data, fmt, hidden_size_hint=None if tside is None else tside.hidden_size, max_sample_bytes=cap
+    )
     first = _first_usable(ds, ds.select(max_samples))
     if first is None:
         layouts = ", ".join(sorted(ds.layouts_seen)) or "none readable"
@@ -678,6 +683,7 @@ def scan_offline(
     device: str = "auto",
     bucket: int = DEFAULT_BUCKET,
     progress: bool = False,
+    max_sample_bytes: int | None = None,
 ) -> OfflineCounts:
     """Score this shard's samples: the mergeable counts (see :func:`finish_probe`)."""
     engine = parse_engine(engine)
@@ -688,7 +694,14 @@ def scan_offline(
     if bucket < 1:
         raise BadArgumentsError("--bucket must be at least 1")
     setup = open_offline(
-        drafter, data, target=target, engine=engine, fmt=fmt, max_samples=max_samples, device=device
+        drafter,
+        data,
+        target=target,
+        engine=engine,
+        fmt=fmt,
+        max_samples=max_samples,
+        device=device,
+        max_sample_bytes=max_sample_bytes,
     )
     engine, dev, dtype, ds = setup.engine, setup.device, setup.dtype, setup.dumps
     model, fc_in, teacher = setup.model, setup.fc_in, setup.teacher
