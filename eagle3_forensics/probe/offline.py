@@ -643,6 +643,7 @@ def open_offline(
         raise UnusableInputError(
             f"no sample under {data} can feed an EAGLE-3 probe (layouts found: {layouts})"
             + (f": {probs[0]}" if probs else "")
+            + (f"; first unreadable: {ds.first_error}" if ds.first_error and not ds.layouts_seen else "")
         )
     try:
         model = load_drafter(drafter, tside, engine, device=dev, dtype=dtype)

@@ -189,6 +189,7 @@ class DumpSet:
         self.arrow_dir = arrow_dir
         self._arrow_starts = np.cumsum([0] + [s.num_rows for s in self._arrow])
         self.layouts_seen: dict[str, int] = {}
+        self.first_error: str | None = None
 
     # -- selection -------------------------------------------------------------------------------
     def select(self, max_samples: int | None = None, shard: tuple[int, int] | None = None) -> list[Item]:
@@ -215,7 +216,16 @@ class DumpSet:
 
     # -- reading -----------------------------------------------------------------------------------
     def read(self, item: Item) -> Sample:
-        """Read and normalise one item; :class:`SampleError` when it cannot be used."""
+        """Read and normalise one item; :class:`SampleError` when it cannot be used (the first
+        such reason is kept in :attr:`first_error`)."""
+        try:
+            return self._read(item)
+        except SampleError as exc:
+            if self.first_error is None:
+                self.first_error = f"{item.rel}: {exc}"
+            raise
+
+    def _read(self, item: Item) -> Sample:
         try:
             if not item.path.name.endswith(".gz"):
                 check_size(item.path, self.max_sample_bytes)  # mmapped or read whole: bound it first
