@@ -19,6 +19,14 @@ for tool in munged slurmctld slurmd sbatch squeue sinfo; do
 done
 [ -x "$E3F" ] || { echo "test-cluster: $E3F missing: run make setup" >&2; exit 2; }
 
+cancel_jobs() {  # while slurmctld is up: stopping slurmd alone leaves running job steps behind
+    [ -s "$B/run/slurmctld.pid" ] && kill -0 "$(cat "$B/run/slurmctld.pid")" 2>/dev/null || return 0
+    local jobs
+    jobs=$(squeue -h -o %i 2>/dev/null || true)
+    [ -n "$jobs" ] || return 0
+    scancel $jobs 2>/dev/null || true
+    for _ in $(seq 60); do [ -z "$(squeue -h -o %i 2>/dev/null)" ] && break; sleep 0.5; done
+}
 stop_daemons() {
     local f pid
     for f in slurmd slurmctld munged; do
@@ -36,10 +44,15 @@ on_exit() {
         tail -n 5 "$B"/work/logs/*.out 2>/dev/null | tail -n 60 >&2 || true
         tail -n 15 "$B"/log/slurmctld.log >&2 || true
     fi
+    cancel_jobs
     stop_daemons
     echo "test-cluster: daemons stopped; $(($(date +%s) - t0)) s in all"
 }
-[ -d "$B/run" ] && stop_daemons  # a previous run's leftovers (its trap did not run: SIGKILL)
+if [ -d "$B/run" ]; then  # a previous run's leftovers (its trap did not run: SIGKILL)
+    export SLURM_CONF=$B/slurm.conf
+    cancel_jobs
+    stop_daemons
+fi
 rm -rf "$B"
 mkdir -p "$B"/{state,spool,log,run,work}
 chmod 755 "$B/run"  # munged's socket must be reachable by the job steps
@@ -163,7 +176,7 @@ a = json.loads((single / "summary.json").read_text())
 b = json.loads((merged / "summary.json").read_text())
 ca, cb = comparable(a), comparable(b)
 for s in (ca, cb):  # where each history went: the only member that names a path of its own
-    (s.get("history") or {}).pop("dir", None)
+    (s.get("history") or {}).pop("directory", None)
 if ca != cb:
     diff = [k for k in sorted(set(ca) | set(cb)) if ca.get(k) != cb.get(k)]
     sys.exit(f"test-cluster: merged summary differs from the single run in {diff}")
