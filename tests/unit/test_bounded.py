@@ -145,3 +145,18 @@ def test_max_sample_bytes_is_a_byte_count() -> None:
     from eagle3_forensics.cli.offline_common import byte_count
 
     assert byte_count("500M") == 500 << 20 and byte_count("2GiB") == 2 << 30 and byte_count("123") == 123
+
+
+def test_nonfinite_counts_across_blocks() -> None:
+    import torch
+
+    from eagle3_forensics.io.dumps.read import Item, Sample
+
+    t = torch.zeros(1000, 5000, dtype=torch.bfloat16)  # 5M elements: two blocks of 4M
+    flat = t.view(-1)
+    for pos, v in ((0, "nan"), ((1 << 22) - 1, "inf"), (1 << 22, "nan"), (-1, "-inf")):
+        flat[pos] = float(v)
+    item = Item(0, "x", Path("x"), 0)
+    ids, mask = torch.zeros(1000, dtype=torch.int64), torch.ones(1000, dtype=torch.bool)
+    assert Sample(item, "specforge", ids, mask, t, t.t()).nonfinite() == 8  # a transposed copy too
+    assert Sample(item, "specforge", ids, mask, None, torch.zeros(0, 3)).nonfinite() == 0

@@ -99,7 +99,11 @@ class Sample:
         n = 0
         for t in (self.last_hidden, self.aux_hidden):
             if t is not None and t.is_floating_point():
-                n += int((~torch.isfinite(t)).sum())
+                # in blocks: isfinite over a whole bf16 [T, 3H] took ~4.5x the sample in temporaries
+                flat = t.reshape(-1)  # a view when contiguous, as loaded samples are
+                for i in range(0, flat.numel(), 1 << 22):
+                    block = flat[i : i + (1 << 22)]
+                    n += block.numel() - int(torch.isfinite(block).sum())
         return n
 
 
