@@ -7,7 +7,7 @@ up as soon as it passes a cap, and an uncompressed sample larger than the cap is
 The cap comes from the layout, not from a small constant: what one sample of the declared widths
 can occupy at a sane maximum length (hidden size × states × tokens × 4 bytes, plus the token ids
 and slack). Kimi-K2.5 (hidden 7168, 3 aux states + the last) at 4096 tokens in bf16 is about
-235 MB, legitimately; the cap there is ~3.8 GB. ``--max-sample-bytes`` overrides it.
+235 MB, legitimately; the cap from its config (262144 positions) is 3.5 GiB. ``--max-sample-bytes`` overrides it.
 """
 
 from __future__ import annotations
