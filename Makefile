@@ -145,6 +145,17 @@ test-loaders: setup loaders-env  ## run each engine's real loader over >=200 dra
 engine-drift: setup  ## PyPI releases newer than each engine's newest table: cited files changed? -> build/engine-drift.json (needs PyPI; not in .ci/run)
 	$(PY) scripts/engine_drift.py --out build
 
+test-cluster: setup  ## docs/cluster.md's Slurm scripts, verbatim, on a one-node Slurm on 127.0.0.1 (Debian's slurm-wlm + munge: apt-get once, as root)
+	@if command -v slurmctld >/dev/null && command -v munged >/dev/null; then \
+		echo "slurm: $$(sinfo -V)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge \
+			|| { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge; }; \
+	else \
+		echo "make test-cluster: slurmctld/munged are missing; install Debian's slurm-wlm and munge as root" >&2; exit 1; \
+	fi
+	timeout 2400 scripts/test_cluster.sh
+
 bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in one run)
 	$(PY) benchmarks/bench_cli.py
 	$(PY) benchmarks/bench_diagnose.py
@@ -152,8 +163,9 @@ bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in
 	$(PY) benchmarks/bench_probe.py
 	$(PY) benchmarks/bench_report.py
 	$(PY) benchmarks/bench_offline.py
+	$(PY) benchmarks/bench_bounded.py
 
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf reports build .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup data notebooks report test test-all test-packaging lint lab browser bench clean engine-env test-engine docs engine-drift
+.PHONY: help setup data notebooks report test test-all test-packaging test-cluster lint lab browser bench clean engine-env test-engine docs engine-drift

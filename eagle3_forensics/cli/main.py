@@ -158,6 +158,7 @@ def _main(arguments: list[str], json_mode: bool) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     json_mode = bool(getattr(args, "json", False))
     command = getattr(args, "json_command", None) or NO_COMMAND
+    args.command_line = ["eagle3-forensics", *arguments]  # partial writers record how to re-make a shard
 
     def payload_for(exc: BaseException) -> dict[str, Any] | None:
         hook = getattr(args, "json_error_payload", None)

@@ -14,26 +14,60 @@ from typing import Any
 from eagle3_forensics.cli.offline_common import read_partial, single_run_json, unusable_error, write_atomic
 from eagle3_forensics.cli.output import emit_json
 from eagle3_forensics.errors import BadArgumentsError
+from eagle3_forensics.io.shard import MissingShardsError, Shard, missing_shards
 
 COMMAND = "merge"
 
 
 def merged_result(paths: list[str]) -> tuple[str, Any]:
     """``(command, result)`` of the partial files: an OfflineProbeResult or a DataAudit."""
-    parts = [read_partial(p) for p in paths]
-    kinds = {c for c, _ in parts}
+    read = [read_partial(p) for p in paths]
+    kinds = {c for c, _, _ in read}
     if len(kinds) != 1:
         raise BadArgumentsError(f"partial results of different commands: {', '.join(sorted(kinds))}")
     command = kinds.pop()
+    check_missing(read)
+    parts = [d for _, d, _ in read]
     if command == "probe-offline":
         from eagle3_forensics.probe.offline.counts import OfflineCounts, merge_counts  # heavy: torch
         from eagle3_forensics.probe.offline.result import finish_probe  # heavy: torch
 
-        return command, finish_probe(merge_counts([OfflineCounts.from_dict(d) for _, d in parts]))
+        return command, finish_probe(merge_counts([OfflineCounts.from_dict(d) for d in parts]))
     from eagle3_forensics.checks.data.findings import finish_audit  # heavy: numpy, torch
     from eagle3_forensics.checks.data.merge import AuditScan, merge_scans  # heavy: numpy, torch
 
-    return command, finish_audit(merge_scans([AuditScan.from_dict(d) for _, d in parts]))
+    return command, finish_audit(merge_scans([AuditScan.from_dict(d) for d in parts]))
+
+
+def check_missing(read: list[tuple[str, dict[str, Any], list[str] | None]]) -> None:
+    """Shards of one count of which some are absent: :class:`MissingShardsError` with the command
+    lines that make them. (Everything else about the shards the merge itself checks.)"""
+    made: list[tuple[Shard, list[str] | None]] = []
+    try:
+        for _, counts, argv in read:
+            made += [(Shard(int(i), int(n)), argv) for i, n in counts["shards"]]
+    except (KeyError, TypeError, ValueError):
+        return  # a damaged partial: the merge says what is wrong with it
+    counts_ = {s.count for s, _ in made}
+    if len(counts_) != 1:
+        return
+    n = counts_.pop()
+    missing = missing_shards(made, n)
+    if missing:
+        reruns = [m["command"] for m in missing if m["command"]]
+        raise MissingShardsError(
+            f"partial results do not cover shards 0..{n - 1} once: missing "
+            + ", ".join(str(m["shard"]) for m in missing)
+            + (f"; re-run: {reruns[0]}{' …' if len(reruns) > 1 else ''}" if reruns else ""),
+            missing,
+        )
+
+
+def error_payload(args: argparse.Namespace, exc: BaseException) -> dict[str, Any] | None:
+    """The members ``merge --json`` prints beside an error: the missing shards and how to make them."""
+    if isinstance(exc, MissingShardsError):
+        return {"missing": exc.missing}
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,4 +99,4 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--out", metavar="FILE", help="write the merged result as the single run's --json output")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    p.set_defaults(func=run, json_command=COMMAND)
+    p.set_defaults(func=run, json_command=COMMAND, json_error_payload=error_payload)

@@ -18,6 +18,7 @@ from typing import Any
 from eagle3_forensics.cli.output import emit_json
 from eagle3_forensics.cli.run_options import add_whole_run_options, whole_run_kwargs
 from eagle3_forensics.errors import ForensicsError
+from eagle3_forensics.io.shard import MissingShardsError
 from eagle3_forensics.runs.shard import merge_runs
 from eagle3_forensics.runs.summary import Finish
 
@@ -55,7 +56,10 @@ def run(args: argparse.Namespace) -> int:
         done, _parts = merge_runs(args.parts, args.out, finish)
     except ForensicsError as exc:
         if args.json:
-            emit_json(COMMAND, {"parts": list(args.parts), "out": args.out}, int(exc.exit_code), exc)
+            payload: dict[str, Any] = {"parts": list(args.parts), "out": args.out}
+            if isinstance(exc, MissingShardsError):
+                payload["missing"] = exc.missing  # each missing shard and the command line that makes it
+            emit_json(COMMAND, payload, int(exc.exit_code), exc)
         sys.stderr.write(f"eagle3-forensics: {exc}\n")
         return int(exc.exit_code)
     s = done.summary

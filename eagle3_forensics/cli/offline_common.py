@@ -26,6 +26,19 @@ def add_progress(p: argparse.ArgumentParser) -> None:
     )
 
 
+def byte_count(text: str) -> int:
+    """``--max-sample-bytes``: a positive byte count, with an optional K/M/G suffix (powers of 1024)."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    try:
+        n = int(t[:-1] if scale > 1 else t) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a byte count such as 500M, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 byte, got {text!r}")
+    return n
+
+
 def progress_on(args: argparse.Namespace) -> bool:
     return bool(args.progress) if args.progress is not None else sys.stderr.isatty()
 
@@ -49,11 +62,19 @@ def dumps(obj: Any) -> str:
     return json.dumps(strict(obj), indent=2, default=str, allow_nan=False) + "\n"
 
 
-def write_partial(path: str | Path, command: str, payload: dict[str, Any]) -> None:
-    write_atomic(path, dumps({"schema": PARTIAL_KIND, "command": command, "counts": payload}))
+def write_partial(
+    path: str | Path, command: str, payload: dict[str, Any], argv: list[str] | None = None
+) -> None:
+    """Write a partial result atomically (a killed shard leaves none); ``argv``, the command line
+    that made it, lets ``merge`` say how to re-make a missing shard."""
+    doc: dict[str, Any] = {"schema": PARTIAL_KIND, "command": command, "counts": payload}
+    if argv:
+        doc["argv"] = [str(a) for a in argv]
+    write_atomic(path, dumps(doc))
 
 
-def read_partial(path: str | Path) -> tuple[str, dict[str, Any]]:
+def read_partial(path: str | Path) -> tuple[str, dict[str, Any], list[str] | None]:
+    """``(command, counts, argv)`` of a partial file (``argv``: the command line that wrote it, if recorded)."""
     from eagle3_forensics.io.checkpoint import read_json  # heavy: numpy, safetensors
 
     obj = read_json(Path(path), "partial result")
@@ -68,7 +89,10 @@ def read_partial(path: str | Path) -> tuple[str, dict[str, Any]]:
     command = obj.get("command")
     if command not in ("probe-offline", "audit-data"):
         raise UnusableInputError(f"{path}: partial result of an unknown command {command!r}", path=str(path))
-    return str(command), obj["counts"]
+    argv = obj.get("argv")
+    if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+        argv = None
+    return str(command), obj["counts"], argv
 
 
 def unusable_error(result: Any, path: str | None) -> dict[str, Any] | None:

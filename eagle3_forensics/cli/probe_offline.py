@@ -6,20 +6,26 @@ import argparse
 import sys
 from typing import Any
 
-from eagle3_forensics.cli.offline_common import add_progress, progress_on, unusable_error, write_partial
+from eagle3_forensics.cli.offline_common import (
+    add_progress,
+    byte_count,
+    progress_on,
+    unusable_error,
+    write_partial,
+)
 from eagle3_forensics.cli.output import emit_json
 from eagle3_forensics.errors import BadArgumentsError
+from eagle3_forensics.io.shard import parse_pair
 
 COMMAND = "probe-offline"
 
 
 def run(args: argparse.Namespace) -> int:
-    from eagle3_forensics.checks.data.scan import parse_shard  # heavy: numpy, torch
     from eagle3_forensics.probe.offline.result import finish_probe  # heavy: torch
     from eagle3_forensics.probe.offline.scan import parse_engine, scan_offline  # heavy: torch
     from eagle3_forensics.views.offline import render_offline_probe  # heavy: numpy, safetensors
 
-    shard = parse_shard(args.shard)
+    shard = parse_pair(args.shard)
     if shard is not None and not args.out:
         raise BadArgumentsError("--shard needs --out PART.json (the partial result merge combines)")
     counts = scan_offline(
@@ -31,12 +37,13 @@ def run(args: argparse.Namespace) -> int:
         fmt=args.format,
         max_samples=args.max_samples,
         shard=shard,
+        max_sample_bytes=args.max_sample_bytes,
         device=args.device,
         bucket=args.bucket,
         progress=progress_on(args),
     )
     if args.out:
-        write_partial(args.out, COMMAND, counts.to_dict())
+        write_partial(args.out, COMMAND, counts.to_dict(), getattr(args, "command_line", None))
     result = finish_probe(counts)
     payload: dict[str, Any] = result.to_dict()
     if args.out:
@@ -74,7 +81,16 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     p.add_argument("--k", type=int, default=3, help="draft steps (default 3)")
     p.add_argument("--format", default="auto", choices=["auto", "specforge", "speculators", "eagle"])
     p.add_argument("--max-samples", type=int, help="only the first N files (sorted by path)")
-    p.add_argument("--shard", metavar="I/N", help="score every N-th file from I (0-based); needs --out")
+    p.add_argument(
+        "--shard", metavar="I/N", help="score every N-th file from I (0-based: 0 ≤ I < N); needs --out"
+    )
+    p.add_argument(
+        "--max-sample-bytes",
+        type=byte_count,
+        metavar="BYTES",
+        help="skip (unread, counted) a sample that holds or decompresses to more than this; default: what one "
+        "sample of the drafter's/target's widths can occupy at 32768 tokens in fp32 (suffixes K, M, G)",
+    )
     p.add_argument("--out", metavar="PART.json", help="write the mergeable partial result here")
     p.add_argument(
         "--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: CUDA (bf16) when present"

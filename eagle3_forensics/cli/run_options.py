@@ -46,8 +46,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--shard",
         metavar="[POOL:]I/N",
-        help="run only slice I of N of the drafter × notebook jobs (of the config's pool POOL) and write a "
-        "partial output directory for `merge-runs`",
+        help="run only slice I of N (0-based: 0 ≤ I < N, as Slurm arrays and Indexed Jobs count) of the "
+        "drafter × notebook jobs (of the config's pool POOL) and write a partial output directory for `merge-runs`",
     )
 
 
@@ -62,7 +62,7 @@ def whole_run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of :func:`eagle3_forensics.runs.runner.run` these options give."""
-    return {**whole_run_kwargs(args), "shard": args.shard}
+    return {**whole_run_kwargs(args), "shard": args.shard, "argv": getattr(args, "command_line", None)}
 
 
 __all__ = ["add_run_options", "add_whole_run_options", "run_kwargs", "whole_run_kwargs"]

@@ -248,6 +248,10 @@ class Checkpoint:
         if shard not in self._data_start:
             with (self.path / shard).open("rb") as fh:
                 (n,) = struct.unpack("<Q", fh.read(8))
+                if n > MAX_HEADER_BYTES:  # never trust a length someone else wrote
+                    raise UnusableInputError(
+                        f"{shard}: safetensors header of {n} bytes (over {MAX_HEADER_BYTES})"
+                    )
                 header = json.loads(fh.read(n))
             self._data_start[shard] = (8 + n, header)
         return self._data_start[shard]
@@ -307,14 +311,36 @@ class Checkpoint:
         return iter(self.tensors[n] for n in self.names())
 
 
+# safetensors' own limit on the JSON header (100 MB): a length beyond it, or beyond the file, is
+# refused before anything is read or allocated for it
+MAX_HEADER_BYTES = 100_000_000
+
+
+def _header_length(file: Path, size: int) -> str | None:
+    """Why the header length a safetensors file declares cannot be right (``None``: plausible)."""
+    with file.open("rb") as fh:
+        (n,) = struct.unpack("<Q", fh.read(8))
+    if n > MAX_HEADER_BYTES:
+        return f"unreadable safetensors file {file}: header length {n} bytes, over the {MAX_HEADER_BYTES}-byte limit"
+    if n > size - 8:
+        return (
+            f"safetensors file truncated: header length {n} bytes, the file holds {size - 8} after it: {file}"
+        )
+    return None
+
+
 def _list_safetensors(path: Path, shard: str) -> dict[str, TensorInfo]:
     file = path / shard
     if not file.is_file():
         raise UnusableInputError(f"weights file missing: {file}", path=str(file))
-    if file.stat().st_size < 8:
+    size = file.stat().st_size
+    if size < 8:
         raise UnusableInputError(
             f"safetensors file truncated (shorter than its 8-byte header length): {file}", path=str(file)
         )
+    header_len = _header_length(file, size)
+    if header_len is not None:
+        raise UnusableInputError(header_len, path=str(file))
     out: dict[str, TensorInfo] = {}
     try:
         with safe_open(str(file), framework="numpy") as fh:  # the header only; "pt" would import torch

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,13 +81,15 @@ def run(
     trend_runs: int = DEFAULT_TREND_RUNS,
     bundle: str | Path | None = None,
     shard: Shard | str | None = None,
+    argv: Sequence[str] | None = None,
 ) -> int:
     """Execute every job of ``config`` (or of one ``shard``); write ``summary.json`` and ``index.html``
     (a shard: ``part.json``) under ``out_dir``. ``kernels`` (``warm``/``fresh``, see
     :mod:`eagle3_forensics.runs.warm`) and ``workers`` override the config's.
 
     Returns the exit code: 0 when every notebook ran (and the gate passed, with a reference), 1
-    otherwise. Bad options raise :class:`~eagle3_forensics.errors.BadArgumentsError` before anything runs.
+    otherwise. ``argv`` (a shard's command line) goes into ``part.json`` so ``merge-runs`` can say
+    how to re-run a missing shard. Bad options raise :class:`~eagle3_forensics.errors.BadArgumentsError` before anything runs.
     """
     t0 = time.perf_counter()
     finish = Finish(baseline, previous, history, gate_window, trend_runs, bundle, write_baseline)
@@ -103,8 +105,9 @@ def run(
     jobs = config.jobs if sh is None else shard_jobs(config, sh)
     out = Path(out_dir).resolve()  # absolute: the kernels run in the notebooks folder, not in our cwd
     out.mkdir(parents=True, exist_ok=True)
-    if sh is None:
-        (out / PART_FILE).unlink(missing_ok=True)  # a shard's earlier output here is not a part of this run
+    # an earlier part here is stale from now on: a shard re-run and killed midway must leave nothing
+    # merge-runs accepts (its reports may be half rewritten); a single run's directory is no part
+    (out / PART_FILE).unlink(missing_ok=True)
     n_workers = max(1, min(workers or config.workers, len(jobs) or 1))
     settings = {
         "out": str(out),
@@ -135,7 +138,7 @@ def run(
     runs = execute_jobs(jobs, settings, n_workers, progress)
     meta = run_meta(config)
     if sh is not None:
-        path = write_part(out, config, sh, jobs, runs, meta, started=t0, workers=n_workers)
+        path = write_part(out, config, sh, jobs, runs, meta, started=t0, workers=n_workers, argv=argv)
         failed = sum(r["status"] != "ok" for r in runs)
         say(
             f"shard {sh}: {len(runs) - failed}/{len(runs)} notebook runs ok · part: {path} "

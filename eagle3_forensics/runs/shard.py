@@ -2,18 +2,18 @@
 
 **Slicing.** The jobs (drafter × notebook) of the config — or of one of its ``pools`` with
 ``--shard POOL:I/N`` — are sorted by (drafter, notebook) and dealt round-robin: job *k* (from 0)
-goes to shard ``k mod N + 1``. Round-robin spreads each notebook's jobs over the shards, so slow
+goes to shard ``k mod N`` (shards count from 0, as schedulers do: :mod:`eagle3_forensics.io.shard`). Round-robin spreads each notebook's jobs over the shards, so slow
 notebooks do not pile up in one shard; the slice depends only on the config, never on the machine
 or on timing, so any node computes the same split. A shard may be empty (N larger than the jobs).
 
 **A part.** A shard writes its executed notebooks, HTML reports and record sidecars into its own
-``--out`` directory, as a single run would, plus ``part.json`` (schema ``eagle3-forensics/run-part/1``):
+``--out`` directory, as a single run would, plus ``part.json`` (schema ``eagle3-forensics/run-part/2``):
 the config's fingerprint, the shard, every job of the config, the jobs this shard ran, the run's
 identity (name, notebooks, drafters, git, versions) and the per-job results before the gate. It
 writes no ``index.html`` and no gate: those belong to the whole run.
 
 **Merging.** :func:`merge_runs` checks the parts (same config fingerprint, same code, each pool's
-shards exactly 1..N once, every job run exactly once), copies their files into ``--out`` and
+shards exactly 0..N-1 once, every job run exactly once), copies their files into ``--out`` and
 finishes the run through :func:`eagle3_forensics.runs.summary.finalize` — the same function a
 single run ends with, so ``summary.json`` and ``index.html`` are the same as a single run's, apart
 from the members in :data:`VOLATILE_TOP` / :data:`VOLATILE_RUN` / :data:`VOLATILE_METRICS`
@@ -34,6 +34,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError, one_line
+from eagle3_forensics.io.shard import MissingShardsError, Shard, missing_shards
+from eagle3_forensics.io.shard import parse_shard as _parse
 from eagle3_forensics.runs.config import DEFAULT_POOL, Job, RunConfig
 from eagle3_forensics.runs.gate import check_run_records
 from eagle3_forensics.runs.summary import (
@@ -47,36 +49,18 @@ from eagle3_forensics.runs.summary import (
     write_atomic,
 )
 
-PART_SCHEMA = "eagle3-forensics/run-part/1"
+PART_SCHEMA = "eagle3-forensics/run-part/2"
+# run-part/1 counted shards from 1; its parts cannot be merged with 0-based ones
+OLD_PART_SCHEMAS = {"eagle3-forensics/run-part/1": "counts shards from 1 (an older release)"}
 PART_FILE = "part.json"
 VOLATILE_TOP = ("generated", "wall_s", "workers", "machine", "shards")
 VOLATILE_RUN = ("duration_s", "attempts")
 VOLATILE_METRICS = ("tokens_per_s", "speedup_vs_greedy")
-_SHARD = re.compile(r"^(?:([A-Za-z0-9_-]+):)?(\d+)/(\d+)$")
-
-
-@dataclass(frozen=True)
-class Shard:
-    index: int  # 1-based
-    count: int
-    pool: str | None = None  # None: every job of the config
-
-    def __str__(self) -> str:
-        return f"{self.pool + ':' if self.pool else ''}{self.index}/{self.count}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"pool": self.pool, "index": self.index, "count": self.count}
 
 
 def parse_shard(text: str) -> Shard:
-    """``I/N`` or ``POOL:I/N`` with 1 ≤ I ≤ N."""
-    m = _SHARD.match(str(text).strip())
-    if not m:
-        raise BadArgumentsError(f"--shard {text!r}: expected I/N or POOL:I/N, e.g. 2/3 or gpu:1/2")
-    index, count = int(m.group(2)), int(m.group(3))
-    if count < 1 or not 1 <= index <= count:
-        raise BadArgumentsError(f"--shard {text}: need 1 ≤ I ≤ N")
-    return Shard(index, count, m.group(1))
+    """``I/N`` or ``POOL:I/N`` with 0 ≤ I < N (the one convention, :mod:`eagle3_forensics.io.shard`)."""
+    return _parse(text, pools=True)
 
 
 def pool_jobs(config: RunConfig, pool: str | None) -> list[Job]:
@@ -94,7 +78,7 @@ def pool_jobs(config: RunConfig, pool: str | None) -> list[Job]:
 def shard_jobs(config: RunConfig, shard: Shard) -> list[Job]:
     """The jobs of ``shard``: round-robin over the (pool's) jobs sorted by (drafter, notebook); in config order."""
     ordered = sorted(pool_jobs(config, shard.pool), key=lambda j: j.key)
-    mine = {j.key for j in ordered[shard.index - 1 :: shard.count]}
+    mine = {j.key for j in ordered[shard.index :: shard.count]}
     return [j for j in config.jobs if j.key in mine]
 
 
@@ -108,8 +92,12 @@ def write_part(
     *,
     started: float,
     workers: int,
+    argv: Sequence[str] | None = None,
 ) -> Path:
-    """Write ``part.json`` for a shard's results; returns its path."""
+    """Write ``part.json`` for a shard's results (atomically: a killed shard leaves none); returns its path.
+
+    ``argv``, the command line that made the shard, lets ``merge-runs`` say how to make a missing one.
+    """
     failed = sum(r["status"] != "ok" for r in runs)
     part = {
         "schema": PART_SCHEMA,
@@ -128,6 +116,8 @@ def write_part(
         "failed": failed,
         "runs": runs,
     }
+    if argv:
+        part["argv"] = [str(a) for a in argv]
     path = out / PART_FILE
     write_atomic(path, contract_json(part))
     return path
@@ -164,10 +154,21 @@ def read_part(path: str | Path) -> Part:
         raise UnusableInputError(f"unreadable {f}: {one_line(exc)[:200]}", path=str(f)) from None
     if not isinstance(data, dict) or data.get("schema") != PART_SCHEMA:
         schema = data.get("schema") if isinstance(data, dict) else None
+        why = OLD_PART_SCHEMAS.get(str(schema))
+        if why:
+            raise UnusableInputError(
+                f"{f}: schema {schema} {why}; re-run the shard with this release (shards count from 0)",
+                path=str(f),
+            )
         raise UnusableInputError(f"{f}: schema {schema!r}, expected {PART_SCHEMA!r}", path=str(f))
     try:
-        if not all(isinstance(data["shard"][k], int) for k in ("index", "count")):
+        if not all(type(data["shard"][k]) is int for k in ("index", "count")):
             raise ValueError("the shard is not I/N")
+        if not 0 <= data["shard"]["index"] < data["shard"]["count"]:
+            raise ValueError("the shard is not I/N with 0 ≤ I < N")
+        argv = data.get("argv")
+        if argv is not None and not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+            raise ValueError("argv is not a list of strings")
         if not isinstance(data["shard"].get("pool"), (str, type(None))):
             raise ValueError("the shard's pool is not a name")
         if not isinstance(data["fingerprint"], str):
@@ -216,9 +217,17 @@ def read_part(path: str | Path) -> Part:
     return Part(d.resolve(), data)
 
 
-def check_parts(parts: Sequence[Part]) -> list[tuple[str, str]]:
-    """Refuse parts that do not make exactly one run; returns the config's jobs in order."""
+def check_parts(parts: Sequence[Part], unfinished: Sequence[Path] = ()) -> list[tuple[str, str]]:
+    """Refuse parts that do not make exactly one run; returns the config's jobs in order.
+
+    ``unfinished``: given directories without ``part.json`` (a shard killed or still running),
+    named when shards are missing.
+    """
     if not parts:
+        if unfinished:
+            raise UnusableInputError(
+                f"merge-runs: no finished shard: {', '.join(map(str, unfinished))} have no {PART_FILE}"
+            )
         raise BadArgumentsError("merge-runs: give the output directories of the shards")
     dirs: dict[Path, Part] = {}
     for p in parts:
@@ -250,12 +259,22 @@ def check_parts(parts: Sequence[Part]) -> list[tuple[str, str]]:
         group[s.index] = p
     for pool, group in by_pool.items():
         count = next(iter(group.values())).shard.count
-        missing = [Shard(i, count, pool) for i in range(1, count + 1) if i not in group]
-        if missing:
-            raise UnusableInputError(
-                f"missing shard{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {_pool(pool)} "
-                f"(have {', '.join(str(Shard(i, count, pool)) for i in sorted(group))})"
+        if len(group) < count:
+            made = [(p.shard, p.data.get("argv")) for p in group.values()]
+            missing = missing_shards(made, count)
+            note = f"; unfinished (no {PART_FILE}): {', '.join(map(str, unfinished))}" if unfinished else ""
+            reruns = [m["command"] for m in missing if m["command"]]
+            raise MissingShardsError(
+                f"missing shard{'s' if len(missing) > 1 else ''} {', '.join(str(m['shard']) for m in missing)} "
+                f"of {_pool(pool)} (have {', '.join(str(Shard(i, count, pool)) for i in sorted(group))}){note}"
+                + (f"; re-run: {reruns[0]}{' …' if len(reruns) > 1 else ''}" if reruns else ""),
+                missing,
             )
+    if unfinished:
+        raise UnusableInputError(
+            f"{', '.join(map(str, unfinished))}: no {PART_FILE} — not the output of a finished "
+            "`eagle3-forensics run --shard I/N`"
+        )
     jobs = [(str(d), str(n), str(pool)) for d, n, pool in first.data["jobs"]]
     ran: dict[tuple[str, str], Part] = {}
     for p in parts:
@@ -311,8 +330,15 @@ def merge_runs(
     the gate and, as asked, the history entry and the bundle."""
     started = time.perf_counter()
     finish = finish or Finish()
-    parts = [read_part(p) for p in paths]
-    order = check_parts(parts)
+    parts: list[Part] = []
+    unfinished: list[Path] = []
+    for path in paths:
+        d = Path(path)
+        if d.is_dir() and not (d / PART_FILE).exists():
+            unfinished.append(d)  # a shard killed mid-run (or still running): its shards are missing
+        else:
+            parts.append(read_part(path))
+    order = check_parts(parts, unfinished)
     out = Path(out_dir).resolve()
     for p in parts:
         if out == p.dir:
@@ -385,6 +411,7 @@ def comparable_html(page: str) -> str:
 
 
 __all__ = [
+    "OLD_PART_SCHEMAS",
     "PART_FILE",
     "PART_SCHEMA",
     "Part",

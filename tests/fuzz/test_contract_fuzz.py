@@ -84,7 +84,7 @@ class World:
     baseline: dict[str, Any]
     summary: dict[str, Any]
     history: Path  # a run --history directory with two entries
-    parts: list[Path]  # the outputs of run --shard 1/2 and 2/2
+    parts: list[Path]  # the outputs of run --shard 0/2 and 1/2
 
 
 def _ids_arrays(seed: int = 0) -> dict[str, np.ndarray]:
@@ -196,7 +196,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         check(
             run_cli([*base_run, "--out", work / f"h{i}", "--history", w.history]), "run", {1}, time_limit=120
         )
-        check(run_cli([*base_run, "--out", w.parts[i - 1], "--shard", f"{i}/2"]), "run", {1}, time_limit=120)
+        check(
+            run_cli([*base_run, "--out", w.parts[i - 1], "--shard", f"{i - 1}/2"]), "run", {1}, time_limit=120
+        )
     assert len(list(w.history.glob("*.json"))) == 2
     check(run_cli(["history", w.history, "--json"]), "history", {0})
     check(run_cli(["merge-runs", *w.parts, "--out", work / "merged", "--json"]), "merge-runs", {1})

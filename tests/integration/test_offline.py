@@ -4,6 +4,7 @@ collapses, the prep dirs come out right, shards merge to the single run byte for
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -134,6 +135,10 @@ def test_sharded_runs_merge_to_the_single_run(tmp_path: Path, command: str) -> N
     assert (tmp_path / "merged.json").read_text() == single  # the same bytes as the single run
     code, obj = _cli("merge", *parts[:2])
     assert code == 2 and "missing 2/3" in obj["error"]["message"]
+    # the missing shard with the command line that makes it (shard 0's, renumbered)
+    rerun = ["eagle3-forensics", *base, "--shard", "2/3", "--out", str(tmp_path / "p2.json"), "--json"]
+    assert obj["missing"] == [{"shard": "2/3", "command": shlex.join(rerun)}]
+    assert "re-run: " + shlex.join(rerun) in obj["error"]["message"]
 
 
 def test_audit_prep_dirs() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import zipfile
@@ -138,7 +139,7 @@ def test_three_shards_merged_equal_a_single_run(tmp_path: Path) -> None:
                 "--out",
                 str(tmp_path / f"part{i}"),
                 "--shard",
-                f"{i}/3",
+                f"{i}/3",  # 0-based, as `--shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT` gives
                 "--workers",
                 "1",
                 "--no-progress",
@@ -148,12 +149,12 @@ def test_three_shards_merged_equal_a_single_run(tmp_path: Path) -> None:
             text=True,
             env={**os.environ, "OMP_NUM_THREADS": "1"},
         )
-        for i in (1, 2, 3)
+        for i in (0, 1, 2)
     ]
     for p in shards:
         output, _ = p.communicate(timeout=400)
         assert p.returncode == 0, output[-3000:]
-    parts = [str(tmp_path / f"part{i}") for i in (1, 2, 3)]
+    parts = [str(tmp_path / f"part{i}") for i in (0, 1, 2)]
     executed = [json.loads((Path(p) / "part.json").read_text())["executed"] for p in parts]
     assert [len(e) for e in executed] == [1, 1, 1]  # 3 jobs dealt round-robin
     assert not (Path(parts[0]) / "index.html").exists()  # the index and the gate belong to the merge
@@ -187,7 +188,7 @@ def test_three_shards_merged_equal_a_single_run(tmp_path: Path) -> None:
         and result["error"] is None
     )
     assert result["ok"] == 3 and result["failed"] == 0 and result["gate"]["passed"]
-    assert [p["shard"] for p in result["parts"]] == ["1/3", "2/3", "3/3"]
+    assert [p["shard"] for p in result["parts"]] == ["0/3", "1/3", "2/3"]
 
     a = json.loads((single / "summary.json").read_text())
     b = json.loads((merged / "summary.json").read_text())
@@ -223,12 +224,17 @@ def test_three_shards_merged_equal_a_single_run(tmp_path: Path) -> None:
 
     # parts that do not make one run are refused with one line and exit 2
     line = _one_line_error(_cli("merge-runs", *parts[:2], "--out", str(tmp_path / "m")))
-    assert "missing shard 3/3" in line
+    assert "missing shard 2/3" in line and "re-run: eagle3-forensics run --config" in line
+    proc = _cli("merge-runs", *parts[:2], "--out", str(tmp_path / "m"), "--json")
+    missing = json.loads(proc.stdout)["missing"]
+    assert proc.returncode == 2 and [m["shard"] for m in missing] == ["2/3"]
+    rerun = ["eagle3-forensics", "run", "--config", str(cfg), "--out", str(tmp_path / "part2")]
+    assert missing[0]["command"] == shlex.join([*rerun, "--shard", "2/3", "--workers", "1", "--no-progress"])
     line = _one_line_error(_cli("merge-runs", *parts, parts[1], "--out", str(tmp_path / "m")))
     assert "given twice" in line
     other = _demo_config(tmp_path, name="other", drafters=("healthy",))
     proc = _cli(
-        "run", "--config", str(other), "--out", str(tmp_path / "other3"), "--shard", "3/3", "--no-progress"
+        "run", "--config", str(other), "--out", str(tmp_path / "other3"), "--shard", "2/3", "--no-progress"
     )
     assert proc.returncode == 0, proc.stderr  # 2 jobs, 3 shards: an empty one, nothing executed
     proc = _cli("merge-runs", *parts[:2], str(tmp_path / "other3"), "--out", str(tmp_path / "m"), "--json")
@@ -246,7 +252,7 @@ def test_three_shards_merged_equal_a_single_run(tmp_path: Path) -> None:
             "--out",
             str(tmp_path / "x"),
             "--shard",
-            "1/3",
+            "0/3",
             "--history",
             str(tmp_path / "h"),
         )
@@ -389,7 +395,7 @@ def test_bundle_and_window_options_are_checked_before_running(tmp_path: Path) ->
         (["--bundle", str(tmp_path / "r.tar")], "must end in .zip"),
         (["--gate-window", "3"], "give --history"),
         (["--history", str(tmp_path), "--gate-window", "0"], "at least 1"),
-        (["--shard", "0/2"], "1 ≤ I ≤ N"),
+        (["--shard", "2/2"], "I = N is the old 1-based form; shards count from 0"),
         (["--shard", "tpu:1/2"], "no pool 'tpu'"),
     ):
         line = _one_line_error(_cli("run", "--config", str(cfg), "--out", str(tmp_path / "o"), *extra))
@@ -399,12 +405,12 @@ def test_bundle_and_window_options_are_checked_before_running(tmp_path: Path) ->
     # pools: a config groups notebooks; `--shard POOL:I/N` slices one pool
     data = yaml.safe_load(cfg.read_text())
     cfg.write_text(yaml.safe_dump({**data, "pools": {"gpu": ["01_records"]}}, allow_unicode=True))
-    proc = _cli("run", "--config", str(cfg), "--out", str(tmp_path / "cpu1"), "--shard", "default:1/1")
+    proc = _cli("run", "--config", str(cfg), "--out", str(tmp_path / "cpu1"), "--shard", "default:0/1")
     assert proc.returncode == 0, proc.stderr
     part = json.loads((tmp_path / "cpu1" / "part.json").read_text())
     assert part["executed"] == [] and part["jobs"] == [[PAYLOAD, "01_records", "gpu"]]
     cfg.write_text(yaml.safe_dump({**data, "pools": {"gpu": ["02_nope"]}}, allow_unicode=True))
     line = _one_line_error(
-        _cli("run", "--config", str(cfg), "--out", str(tmp_path / "o"), "--shard", "gpu:1/1")
+        _cli("run", "--config", str(cfg), "--out", str(tmp_path / "o"), "--shard", "gpu:0/1")
     )
     assert "pools.gpu names 02_nope" in line

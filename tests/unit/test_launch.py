@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
 import torch
 from builders import H, build_drafter

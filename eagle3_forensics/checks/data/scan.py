@@ -18,7 +18,9 @@ from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.checkpoint import safe_torch_load
 from eagle3_forensics.io.drafter import read_drafter
+from eagle3_forensics.io.dumps.bounded import cap_from_configs
 from eagle3_forensics.io.dumps.read import DumpSet, open_dumps
+from eagle3_forensics.io.shard import parse_pair
 from eagle3_forensics.io.target import open_target
 from eagle3_forensics.vocab.inputs.chat import (
     _token_text,
@@ -261,17 +263,8 @@ def _sample_settings(
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
-    """``"I/N"`` -> ``(I, N)`` with ``0 <= I < N``."""
-    if text is None:
-        return None
-    try:
-        a, b = text.split("/")
-        i, n = int(a), int(b)
-    except ValueError:
-        raise BadArgumentsError(f"--shard must be I/N (e.g. 3/8), got {text!r}") from None
-    if n < 1 or not 0 <= i < n:
-        raise BadArgumentsError(f"--shard {text}: need 0 <= I < N")
-    return i, n
+    """``"I/N"`` -> ``(I, N)`` with ``0 <= I < N``: the one convention (:mod:`eagle3_forensics.io.shard`)."""
+    return parse_pair(text)
 
 
 def scan_data(
@@ -284,6 +277,7 @@ def scan_data(
     max_samples: int | None = None,
     shard: tuple[int, int] | None = None,
     progress: bool = False,
+    max_sample_bytes: int | None = None,
 ) -> AuditScan:
     """Read the samples under ``path`` (this shard's share) into an :class:`AuditScan`."""
     if max_samples is not None and max_samples < 1:
@@ -291,7 +285,8 @@ def scan_data(
     hint = None
     if target is not None:
         hint = (_target_facts(target) or {}).get("hidden_size")
-    ds = open_dumps(path, fmt, hidden_size_hint=hint)
+    cap = max_sample_bytes if max_sample_bytes is not None else cap_from_configs(drafter, target)
+    ds = open_dumps(path, fmt, hidden_size_hint=hint, max_sample_bytes=cap)
     # as JSON gives it back, so a partial read from disk carries exactly these settings
     settings = json.loads(json.dumps(_sample_settings(ds, fmt, max_samples, map_path, drafter, target)))
     items = ds.select(max_samples, shard)

@@ -11,7 +11,6 @@ that skips the sample or stops the run. Pickles are only ever read with ``weight
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -26,6 +25,13 @@ from safetensors import safe_open
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.io.checkpoint import safe_torch_load, safe_torch_load_bytes
 from eagle3_forensics.io.dumps.arrow_dataset import ArrowError, ArrowStream
+from eagle3_forensics.io.dumps.bounded import (
+    GZIP_ERRORS,
+    SampleTooLargeError,
+    check_size,
+    gunzip_capped,
+    layout_cap,
+)
 from eagle3_forensics.io.dumps.layouts import FORMATS, LAYOUTS, DumpLayout
 
 _HS_FILE = re.compile(r"^hs_(\d+)\.safetensors$")
@@ -93,7 +99,11 @@ class Sample:
         n = 0
         for t in (self.last_hidden, self.aux_hidden):
             if t is not None and t.is_floating_point():
-                n += int((~torch.isfinite(t)).sum())
+                # in blocks: isfinite over a whole bf16 [T, 3H] took ~4.5x the sample in temporaries
+                flat = t.reshape(-1)  # a view when contiguous, as loaded samples are
+                for i in range(0, flat.numel(), 1 << 22):
+                    block = flat[i : i + (1 << 22)]
+                    n += block.numel() - int(torch.isfinite(block).sum())
         return n
 
 
@@ -167,8 +177,13 @@ class DumpSet:
         arrow: list[ArrowStream] | None = None,
         arrow_dir: Path | None = None,
         fmt: str = "auto",
+        max_sample_bytes: int | None = None,
     ) -> None:
         self.root = root
+        # the most one sample may occupy (decompressed); larger ones are skipped unread
+        self.max_sample_bytes = (
+            max_sample_bytes if max_sample_bytes is not None else layout_cap(hidden_size_hint)
+        )
         self.fmt = fmt
         self.family = family  # "ckpt" | "speculators" | "speculators-v0.4"
         self.items = items
@@ -178,6 +193,7 @@ class DumpSet:
         self.arrow_dir = arrow_dir
         self._arrow_starts = np.cumsum([0] + [s.num_rows for s in self._arrow])
         self.layouts_seen: dict[str, int] = {}
+        self.first_error: str | None = None
 
     # -- selection -------------------------------------------------------------------------------
     def select(self, max_samples: int | None = None, shard: tuple[int, int] | None = None) -> list[Item]:
@@ -204,11 +220,24 @@ class DumpSet:
 
     # -- reading -----------------------------------------------------------------------------------
     def read(self, item: Item) -> Sample:
-        """Read and normalise one item; :class:`SampleError` when it cannot be used."""
+        """Read and normalise one item; :class:`SampleError` when it cannot be used (the first
+        such reason is kept in :attr:`first_error`)."""
         try:
+            return self._read(item)
+        except SampleError as exc:
+            if self.first_error is None:
+                self.first_error = f"{item.rel}: {exc}"
+            raise
+
+    def _read(self, item: Item) -> Sample:
+        try:
+            if not item.path.name.endswith(".gz"):
+                check_size(item.path, self.max_sample_bytes)  # mmapped or read whole: bound it first
             sample = self._read_hs(item) if self.family == "speculators" else self._read_pickle(item)
         except SampleError:
             raise
+        except SampleTooLargeError as exc:
+            raise SampleError(str(exc)) from None
         except UnusableInputError as exc:  # refused pickle, truncated zip, ...
             raise SampleError(str(exc)) from None
         except (RuntimeError, ValueError, TypeError, KeyError, IndexError, OSError, EOFError) as exc:
@@ -230,8 +259,8 @@ class DumpSet:
     def _load(self, path: Path) -> Any:
         if path.name.endswith(".gz"):
             try:
-                raw = gzip.decompress(path.read_bytes())
-            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                raw = gunzip_capped(path, self.max_sample_bytes)  # a stream, never past the cap
+            except GZIP_ERRORS as exc:
                 raise SampleError(f"bad gzip stream: {' '.join(str(exc).split())[:120]}") from None
             return safe_torch_load_bytes(raw, path.name)
         return safe_torch_load(path)
@@ -429,12 +458,15 @@ def open_dumps(
     fmt: str = "auto",
     *,
     hidden_size_hint: int | None = None,
+    max_sample_bytes: int | None = None,
 ) -> DumpSet:
     """The dump files under ``root`` (recursively), sorted by relative path, with their layout family.
 
     ``fmt``: ``auto``, ``specforge``, ``speculators`` or ``eagle`` (which writers' files to take).
     ``hidden_size_hint`` (the target's or drafter's hidden size) tells SpecForge's 2025-11-09
-    files (a ``k*H``-wide ``hidden_state``) from EAGLE-1/2-style ones.
+    files (a ``k*H``-wide ``hidden_state``) from EAGLE-1/2-style ones. ``max_sample_bytes`` caps
+    what one sample may occupy (default: :func:`~eagle3_forensics.io.dumps.bounded.layout_cap` of
+    the hint); a larger sample is skipped unread.
     Raises :class:`UnusableInputError` when there is nothing to read.
     """
     if fmt not in FORMATS:
@@ -492,6 +524,7 @@ def open_dumps(
         arrow=arrow,
         arrow_dir=arrow_dir,
         fmt=fmt,
+        max_sample_bytes=max_sample_bytes,
     )
 
 

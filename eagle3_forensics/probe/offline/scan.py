@@ -21,6 +21,7 @@ import torch
 
 from eagle3_forensics.engines import resolve_release
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
+from eagle3_forensics.io.dumps.bounded import cap_from_configs
 from eagle3_forensics.io.dumps.layouts import LAYOUTS
 from eagle3_forensics.io.dumps.read import DumpSet, Sample, SampleError, open_dumps
 from eagle3_forensics.probe.offline.counts import OfflineCounts, _add_group, _group_key, _zero
@@ -143,6 +144,7 @@ def open_offline(
     fmt: str = "auto",
     max_samples: int | None = None,
     device: str = "auto",
+    max_sample_bytes: int | None = None,
 ) -> OfflineSetup:
     """Open the dumps, load the drafter and the teacher, and check they fit together (one
     :class:`~eagle3_forensics.errors.UnusableInputError` naming the finding code when not):
@@ -153,7 +155,10 @@ def open_offline(
     dev = resolve_device(device)
     dtype = default_dtype(dev)
     tside = target_files(target) if target is not None else None
-    ds = open_dumps(data, fmt, hidden_size_hint=None if tside is None else tside.hidden_size)
+    cap = max_sample_bytes if max_sample_bytes is not None else cap_from_configs(drafter, target)
+    ds = open_dumps(
+        data, fmt, hidden_size_hint=None if tside is None else tside.hidden_size, max_sample_bytes=cap
+    )
     first = _first_usable(ds, ds.select(max_samples))
     if first is None:
         layouts = ", ".join(sorted(ds.layouts_seen)) or "none readable"
@@ -161,6 +166,7 @@ def open_offline(
         raise UnusableInputError(
             f"no sample under {data} can feed an EAGLE-3 probe (layouts found: {layouts})"
             + (f": {probs[0]}" if probs else "")
+            + (f"; first unreadable: {ds.first_error}" if ds.first_error and not ds.layouts_seen else "")
         )
     try:
         model = load_drafter(drafter, tside, engine, device=dev, dtype=dtype)
@@ -201,6 +207,7 @@ def scan_offline(
     device: str = "auto",
     bucket: int = DEFAULT_BUCKET,
     progress: bool = False,
+    max_sample_bytes: int | None = None,
 ) -> OfflineCounts:
     """Score this shard's samples: the mergeable counts (see :func:`finish_probe`)."""
     engine = parse_engine(engine)
@@ -211,7 +218,14 @@ def scan_offline(
     if bucket < 1:
         raise BadArgumentsError("--bucket must be at least 1")
     setup = open_offline(
-        drafter, data, target=target, engine=engine, fmt=fmt, max_samples=max_samples, device=device
+        drafter,
+        data,
+        target=target,
+        engine=engine,
+        fmt=fmt,
+        max_samples=max_samples,
+        device=device,
+        max_sample_bytes=max_sample_bytes,
     )
     engine, dev, dtype, ds = setup.engine, setup.device, setup.dtype, setup.dumps
     model, fc_in, teacher = setup.model, setup.fc_in, setup.teacher
