@@ -39,9 +39,9 @@ stop_daemons() {
 }
 on_exit() {
     local rc=$?
-    if [ -d "$B/work" ] && [ "$rc" != 0 ]; then
+    if [ -d "$B/jobs" ] && [ "$rc" != 0 ]; then
         echo "test-cluster: FAILED (exit $rc); job logs:" >&2
-        tail -n 5 "$B"/work/logs/*.out 2>/dev/null | tail -n 60 >&2 || true
+        tail -n 5 "$B"/jobs/logs/*.out 2>/dev/null | tail -n 60 >&2 || true
         tail -n 15 "$B"/log/slurmctld.log >&2 || true
     fi
     cancel_jobs
@@ -118,7 +118,7 @@ done
 echo "test-cluster: Slurm $(sinfo -V | cut -d' ' -f2) up on 127.0.0.1:$CTLD_PORT ($(($(date +%s) - t0)) s)"
 
 # -- the submit directory the doc assumes --------------------------------------------------------------
-W=$B/work
+W=$B/jobs
 mkdir -p "$W/configs" "$W/drafters" "$W/dumps" "$W/models"
 ln -s "$ROOT/.venv" "$W/.venv"
 ln -s "$ROOT/notebooks" "$W/notebooks"  # configs/demo.yaml's paths are relative: ../notebooks, ../data
