@@ -39,6 +39,21 @@ def byte_count(text: str) -> int:
     return n
 
 
+def add_sample_options(p: argparse.ArgumentParser, verb: str) -> None:
+    """``--max-samples``, ``--shard`` and ``--max-sample-bytes``: how probe-offline and audit-data pick samples."""
+    p.add_argument("--max-samples", type=int, help="only the first N files (sorted by path)")
+    p.add_argument(
+        "--shard", metavar="I/N", help=f"{verb} every N-th file from I (0-based: 0 ≤ I < N); needs --out"
+    )
+    p.add_argument(
+        "--max-sample-bytes",
+        type=byte_count,
+        metavar="BYTES",
+        help="skip (unread, counted) a sample that holds or decompresses to more than this; default: what one "
+        "sample of the drafter's/target's widths can occupy at 32768 tokens in fp32 (suffixes K, M, G)",
+    )
+
+
 def progress_on(args: argparse.Namespace) -> bool:
     return bool(args.progress) if args.progress is not None else sys.stderr.isatty()
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from eagle3_forensics.cli.offline_common import (
     add_progress,
-    byte_count,
+    add_sample_options,
     progress_on,
     unusable_error,
     write_partial,
@@ -80,17 +80,7 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--k", type=int, default=3, help="draft steps (default 3)")
     p.add_argument("--format", default="auto", choices=["auto", "specforge", "speculators", "eagle"])
-    p.add_argument("--max-samples", type=int, help="only the first N files (sorted by path)")
-    p.add_argument(
-        "--shard", metavar="I/N", help="score every N-th file from I (0-based: 0 ≤ I < N); needs --out"
-    )
-    p.add_argument(
-        "--max-sample-bytes",
-        type=byte_count,
-        metavar="BYTES",
-        help="skip (unread, counted) a sample that holds or decompresses to more than this; default: what one "
-        "sample of the drafter's/target's widths can occupy at 32768 tokens in fp32 (suffixes K, M, G)",
-    )
+    add_sample_options(p, "score")
     p.add_argument("--out", metavar="PART.json", help="write the mergeable partial result here")
     p.add_argument(
         "--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: CUDA (bf16) when present"

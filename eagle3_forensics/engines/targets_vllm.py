@@ -28,25 +28,10 @@ from __future__ import annotations
 
 from eagle3_forensics.engines.proof import Citation
 from eagle3_forensics.engines.targets import Capture, TargetRow, TargetTable, amend, mark_ran
-from eagle3_forensics.engines.targets_vllm_old import OLD_TABLES, VLLM_0_28_0
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(text.split())
-
-
-_NO_INTERFACE = (
-    'RuntimeError "Model does not support EAGLE3 interface" when the model runner sets up aux capture: '
-    "the server does not start"
-)
-_NEVER = (
-    'AssertionError "Model instance must inherit from EagleModelMixin to set auxiliary layers" in '
-    "set_aux_hidden_state_layers: the server does not start (the class declares SupportsEagle3, its "
-    "decoder never captures)"
-)
-_BELOW_FIRST = (
-    "TypeError at the first forward (the profile run at start-up): the decoder adds the residual to the "
-    "state before layer 0, where there is no residual yet"
+from eagle3_forensics.engines.targets_vllm_old import (  # one wording for every vLLM table
+    OLD_TABLES,
+    VLLM_0_28_0,
+    _names,
 )
 
 _CITE_0_32_0 = (
