@@ -28,6 +28,7 @@ from eagle3_forensics.engines.rules import (
     default_ids,
 )
 from eagle3_forensics.engines.simulate import AuxReading, aux_capture
+from eagle3_forensics.engines.startup import BY_RELEASE, AuxEffect
 from eagle3_forensics.engines.target_tables import read_target
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.config import AUX_FIELD, EAGLE, TOP
@@ -373,18 +374,32 @@ def check_aux_hidden_state(ctx: Context) -> Iterator[Finding]:
             if rules.use_aux_hidden_state is AuxDisabled.FC_SKIPPED
             else "captures no aux states and does not even build fc (its tensor is dropped)"
         )
+        outcome = "the drafter sees one H-wide state instead of the features it was trained on."
+        behaviour = rules.use_aux_hidden_state.value
+        startup = BY_RELEASE.get(rules.first) if rules.name == "vllm" else None
+        runner = next((r for r in startup.runners if r.default), None) if startup else None
+        if runner is not None and runner.aux_disabled is AuxEffect.CRASH:
+            # e.g. vLLM 0.32's V2 runner captures for every eagle3 launch while the class builds no fc
+            effect = (
+                f"builds no fc, but its default {runner.name} runner still captures the aux states "
+                f"({runner.when})"
+            )
+            outcome = (
+                "the first drafter step fails the assert 'hidden_states and input_embeds must have the "
+                "same last dimension' (a crash at start-up, not a silent drop)."
+            )
+            behaviour = "crash"
         yield Finding(
             "AUX_HIDDEN_STATE_DISABLED",
             Severity.ERROR,
             f"eagle_config.use_aux_hidden_state is false, but fc.weight is {list(fc)}: trained over {k} fused "
-            f"target states. {rules.display} ({rules.release}) {effect}: the drafter sees one H-wide state "
-            "instead of the features it was trained on.",
+            f"target states. {rules.display} ({rules.release}) {effect}: {outcome}",
             engine=rules.name,
             evidence={
                 "use_aux_hidden_state": False,
                 "fc_shape": list(fc),
                 "aux_states_trained": k,
-                "engine_behaviour": rules.use_aux_hidden_state.value,
+                "engine_behaviour": behaviour,
                 **ctx.evidence_base(rules.name),
             },
             fix="Remove eagle_config.use_aux_hidden_state (or set it true) in config.json.",

@@ -273,7 +273,11 @@ VLLM_0_34_0 = replace(
     ),
 )
 
+# The start-up rules of each vLLM release table, by its version (``EngineRules.first``).
+BY_RELEASE: dict[str, StartupRules] = {"0.32.0": VLLM_0_32_0, "0.33.0": VLLM_0_33_0, "0.34.0": VLLM_0_34_0}
+
 __all__ = [
+    "BY_RELEASE",
     "VLLM_0_32_0",
     "VLLM_0_33_0",
     "VLLM_0_34_0",

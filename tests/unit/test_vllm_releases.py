@@ -110,3 +110,24 @@ def test_diagnose_engine_vllm_0_34_is_judged_by_the_0_34_table(tmp_path: Path, c
     assert report["releases"] == {"vllm": "vllm 0.32.0"} and report["proofs"] == {"vllm": "ran"}
     assert {f["proof"] for f in report["findings"] if f["engine"] == "vllm"} == {"ran"}
     assert all("proof" not in f for f in report["findings"] if f["engine"] is None)
+
+
+def test_use_aux_hidden_state_false_says_what_each_release_does(tmp_path: Path) -> None:
+    """0.32's default V2 runner captures anyway and crashes; 0.33+ honour the flag silently."""
+    drafter = build_drafter(tmp_path / "d")
+    cfg = json.loads((drafter / "config.json").read_text())
+    cfg.setdefault("eagle_config", {})["use_aux_hidden_state"] = False
+    (drafter / "config.json").write_text(json.dumps(cfg))
+    seen = {}
+    for release in ("vllm==0.32.0", "vllm==0.33.0", "vllm==0.34.0"):
+        (f,) = [
+            f for f in diagnose(drafter, engines=[release]).findings if f.code == "AUX_HIDDEN_STATE_DISABLED"
+        ]
+        assert f.severity is Severity.ERROR
+        seen[release] = f
+    crash = seen["vllm==0.32.0"]
+    assert crash.evidence["engine_behaviour"] == "crash"
+    assert "V2 runner still captures" in crash.message and "same last dimension" in crash.message
+    for release in ("vllm==0.33.0", "vllm==0.34.0"):
+        f = seen[release]
+        assert f.evidence["engine_behaviour"] == "fc_not_built" and "one H-wide state" in f.message
