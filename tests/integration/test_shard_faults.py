@@ -79,6 +79,8 @@ def _rerun(command: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.skipif(not PREP.is_dir(), reason="demo data not generated (make data)")
 @pytest.mark.timeout(600)
 def test_offline_partial_killed_while_written(tmp_path: Path) -> None:
+    pytest.importorskip("torch")  # audit-data: the probe extra
+    pytest.importorskip("pyarrow")  # the prep dir is an Arrow dataset: the offline extra
     base = ["audit-data", str(PREP), "--no-progress"]
     p0, p1 = tmp_path / "part-0.json", tmp_path / "part-1.json"
     assert _cli(*base, "--shard", "0/2", "--out", str(p0)).returncode in (0, 1)

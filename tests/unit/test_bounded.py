@@ -99,6 +99,7 @@ def run_measured(*args: str) -> tuple[int, dict, str, int]:
 @pytest.mark.skipif(not SPECFORGE.is_dir(), reason="demo dumps not generated (make data)")
 @pytest.mark.parametrize("command", ["audit-data", "probe-offline"])
 def test_hostile_dumps_end_cleanly_with_bounded_memory(tmp_path: Path, command: str) -> None:
+    pytest.importorskip("torch")  # both commands need the probe extra
     data = tmp_path / "dumps"
     shutil.copytree(SPECFORGE, data)
     write_bomb(data / "rows_0-2000" / "data_99.ckpt.gz", 2 * GIB + (64 << 20))  # 8 GiB took 16.6 GB before
@@ -148,7 +149,7 @@ def test_max_sample_bytes_is_a_byte_count() -> None:
 
 
 def test_nonfinite_counts_across_blocks() -> None:
-    import torch
+    torch = pytest.importorskip("torch")
 
     from eagle3_forensics.io.dumps.read import Item, Sample
 

@@ -65,6 +65,7 @@ def test_parse_shard() -> None:
 
 
 def test_one_parser_for_every_command() -> None:
+    pytest.importorskip("torch")  # checks.data: the probe extra
     from eagle3_forensics.checks.data import parse_shard as data_shard
     from eagle3_forensics.io.shard import parse_pair
 
