@@ -93,3 +93,18 @@ def test_refused_codes_and_launch_findings_keep_their_words() -> None:
         (StepAction.LAUNCH, None, "Launch with X."),
         (StepAction.MANUAL, None, "serve it on vLLM"),
     ]
+
+
+def test_a_conversion_fix_names_this_runs_paths() -> None:
+    """The speculators loader needs `speculators convert`: its fix names the drafter, target and output."""
+    path, target = str(DRAFTERS / "healthy"), str(DRAFTERS.parent / "target")
+    d = diagnose(path, target=target, engines=["speculators"])
+    (f,) = [f for f in d.findings if f.code == "CONFIG_UNREADABLE_BY_ENGINE"]
+    assert f.fix is not None
+    assert (
+        f"speculators convert {path} --algorithm eagle3 --verifier {target} --output-path {path}-converted"
+        in f.fix
+    )
+    assert "TARGET" in (
+        diagnose(path, engines=["speculators"]).findings[0].fix or ""
+    )  # no target: the placeholder stays
