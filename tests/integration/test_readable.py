@@ -189,7 +189,9 @@ def test_00_names_the_repair_command_for_its_finding(executed: dict[str, object]
             f"eagle3-forensics repair {ckpt} --engine {engine} --out {ckpt}-repaired-{engine} "
             "--target ../data/demo/target"
         ) in page
-    assert "BROKEN on sglang, vllm, eagle, tensorrt_llm" in page and "CONVERSION NEEDED for speculators" in page
+    assert (
+        "BROKEN on sglang, vllm, eagle, tensorrt_llm" in page and "CONVERSION NEEDED for speculators" in page
+    )
     assert "broken (D2T_ABSOLUTE)" in page  # the load summary says why
 
 

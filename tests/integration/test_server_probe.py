@@ -611,7 +611,9 @@ def test_drafter_checks_use_the_reported_path(prompts_file: Path, tmp_path: Path
     (broken,) = [f for f in r.findings if f.code == "DRAFTER_DIAGNOSED_BROKEN"]
     drafter = str(DEMO / "drafters" / "d2t_missing")
     # the repair command for the drafter the server reported (D2T_MISSING is rebuilt from t2d), then the restart
-    assert broken.fix is not None and broken.fix.startswith(f"eagle3-forensics repair {drafter} --engine vllm")
+    assert broken.fix is not None and broken.fix.startswith(
+        f"eagle3-forensics repair {drafter} --engine vllm"
+    )
     assert broken.fix.endswith(f"then restart the server on {drafter}-repaired-vllm.")
 
 
