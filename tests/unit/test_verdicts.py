@@ -72,6 +72,7 @@ def test_no_engine_able_to_read_it_never_reads_healthy() -> None:
 
 @pytest.mark.parametrize("variant", ["d2t_absolute", "layers_flat"])
 def test_load_rows_say_which_code_makes_an_engine_broken(variant: str) -> None:
+    pytest.importorskip("pandas")  # the notebooks extra; absent in the core-only tier (tests/packaging)
     d = diagnose(DRAFTERS / variant)
     rows = load_table(d).set_index("engine")["verdict"]
     for engine in d.engines:
