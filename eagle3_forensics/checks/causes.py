@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle3_forensics.findings import CATALOGUE, Finding, Severity
+from eagle3_forensics.findings import CATALOGUE, CHECK_CATALOGUE, Finding, Severity
 
 #: the smallest acceptance-length drop (bonus token included) counted as a cost; below the baseline
 #: gate's tolerance (0.1) so a real drop is never hidden, above the last-digit noise of a CPU probe
@@ -123,8 +123,6 @@ def category(code: str) -> str | None:
     for cat, codes in _BY_CATEGORY.items():
         if code in codes:
             return cat
-    from eagle3_forensics.findings import CHECK_CATALOGUE  # the static checks of the checkpoint
-
     if code in CHECK_CATALOGUE or code.startswith(_STATIC_PREFIXES):
         return CHECKPOINT
     return None

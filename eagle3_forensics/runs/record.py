@@ -117,3 +117,12 @@ def record_triage(t: Any) -> None:
     record_diagnosis(t.diagnosis)
     record_acceptance(t.probe)
     record("probe_note", t.probe_note)
+
+
+def record_why(w: Any) -> None:
+    """Record a :class:`~eagle3_forensics.views.why.WhyReport` (notebook 06): the diagnosis, the
+    acceptance under the engine's view, and ``causes`` (the ranking: causes, set aside, not checked)."""
+    record_diagnosis(w.diagnosis)
+    record_acceptance(None if w.measured is None else w.measured.served)
+    record("causes", w.ranking.to_dict())
+    record("cause_codes", w.ranking.codes)
