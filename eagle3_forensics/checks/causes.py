@@ -283,7 +283,10 @@ def _best(costs: Iterable[Cost | None]) -> Cost | None:
 
 
 def rank_causes(
-    findings: Iterable[Finding],
+    checkpoint: Iterable[Finding] = (),
+    data: Iterable[Finding] = (),
+    probe: Iterable[Finding] = (),
+    server: Iterable[Finding] = (),
     *,
     engine: str | None = None,
     engine_gap: EngineGap | None = None,
@@ -291,23 +294,30 @@ def rank_causes(
     not_checked: Sequence[str] = (),
     acceptance_length: float | None = None,
 ) -> Ranking:
-    """Group ``findings`` (of every source) into causes and rank them by cost, then severity.
+    """Group the findings of every source into causes and rank them by cost, then severity.
 
-    ``engine`` (a name or ``name==release``) keeps only the engine findings of the engine served;
-    ``engine_gap`` is the checkpoint-and-engine cause's measured cost (an unexplained gap of at least
-    :data:`MIN_DROP` becomes an ``ENGINE_GAP`` cause of its own); ``aux_gain`` the aux codes' estimate.
+    The sources: ``checkpoint`` (``diagnose``, with ``--launch`` when given), ``data`` (``audit-data``),
+    ``probe`` (the in-process probes) and ``server`` (a live server). A static code the data audit
+    reports (the data's own ``d2t``/``t2d`` map) is a data cause, not the checkpoint's. ``engine`` (a
+    name or ``name==release``) keeps only the engine findings of the engine served; ``engine_gap`` is
+    the checkpoint-and-engine cause's measured cost (an unexplained gap of at least :data:`MIN_DROP`
+    becomes an ``ENGINE_GAP`` cause of its own); ``aux_gain`` the aux codes' estimate.
     """
+    sourced = [(f, "checkpoint") for f in checkpoint] + [(f, "data") for f in data]
+    sourced += [(f, "probe") for f in probe] + [(f, "server") for f in server]
     served = None if engine is None or engine == "all" else engine.split("==")[0].strip()
     groups: dict[tuple[str, str], list[Finding]] = {}
     set_aside: list[tuple[Finding, str]] = []
     order = {code: i for i, code in enumerate(CATALOGUE)}
-    for f in findings:
+    for f, source in sourced:
         if f.severity is Severity.INFO:
             continue
         if served is not None and f.engine is not None and f.engine != served:
             set_aside.append((f, f"about {f.engine}; the drafter is served on {served}"))
             continue
         cat = category(f.code)
+        if cat == CHECKPOINT and source == "data" and f.code in CHECK_CATALOGUE:
+            cat = DATA  # the data-prep output's own vocabulary map, not the drafter's
         if cat is None:
             set_aside.append((f, "does not lower acceptance by itself"))
             continue

@@ -69,7 +69,6 @@ def why_low_acceptance(
         not_checked.append(f"server settings: the launch command cannot be read ({_one_line(exc)})")
         d = diagnose(checkpoint, target=target, engines=engine)
         launch = None
-    findings: list[Finding] = list(d.findings)
     if launch is None and server is None:
         not_checked.append("server settings: no launch command (launch=...) and no server (server=...) given")
 
@@ -90,7 +89,6 @@ def why_low_acceptance(
         else:
             if audit.unusable:
                 not_checked.append(f"data: {audit.unusable_reason}")
-            findings.extend(audit.findings)
 
     measured = None
     if d.unusable:
@@ -146,10 +144,12 @@ def why_low_acceptance(
                 not_checked.append(f"server: {_one_line(exc)}")
             else:
                 server_findings = list(sp.findings)
-                findings.extend(server_findings)
 
     ranking = rank_causes(
-        findings,
+        d.findings,
+        [] if audit is None else audit.findings,
+        [],  # integration point (engineer `served`): the probe's own findings, e.g. VOCAB_SPECIAL_TOKENS_MISSING
+        server_findings,
         engine=engine,
         engine_gap=None if measured is None else measured.gap,
         aux_gain=None if measured is None else measured.aux_gain,
