@@ -35,7 +35,7 @@ target = "../data/demo/target"  # target model directory, or None (no probe, no 
 # engine: what the drafter is served on, an engine ("vllm", "sglang", "eagle", "speculators") or one
 # release ("sglang==0.5.11"); the probe measures acceptance under this engine's view
 engine = "vllm"
-data = None  # the drafter's training data (a directory audit-data reads, e.g. ../data/demo/train/healthy), or None
+data = None  # the drafter's training data (a directory audit-data reads), or None
 launch = None  # the serving command line (diagnose --launch), or None
 server = None  # a live server's URL (probed with the prompts), or None
 prompts = "../data/demo/prompts.jsonl"  # probe prompts (.jsonl with {"prompt": ...} or one per line), or None
@@ -44,7 +44,8 @@ k = 3  # draft tokens per cycle
 max_new_tokens = 24  # new tokens per prompt (EOS ignored)
 lengths = [8, 16]  # more new-token budgets probed for acceptance by length (besides max_new_tokens)
 device = "cpu"  # "cpu" (fp32, the same numbers everywhere), "cuda" or "auto"
-segment = "all"  # the segment the static explorer shows: "all", "scaffold", "reasoning", "answer", "tool_call"
+# segment: the one the static explorer shows, "all", "scaffold", "reasoning", "answer" or "tool_call"
+segment = "all"
 length = "all"  # the length the static explorer shows: "all" or one of the probed budgets
 
 # %% jupyter={"source_hidden": true}

@@ -44,6 +44,14 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
+def _probe_findings(measured: Measured | None) -> list[Finding]:
+    """Integration point (issue 22, engineer `served`): the probe's own findings (e.g.
+    VOCAB_SPECIAL_TOKENS_MISSING with its measured cost), read from ``ProbeResult.findings`` once the
+    probe has them; none before."""
+    found = getattr(measured.served, "findings", None) if measured is not None else None
+    return [f for f in (found or []) if isinstance(f, Finding)]
+
+
 def why_low_acceptance(
     checkpoint: str | Path,
     target: str | Path | None = None,
@@ -148,7 +156,7 @@ def why_low_acceptance(
     ranking = rank_causes(
         d.findings,
         [] if audit is None else audit.findings,
-        [],  # integration point (engineer `served`): the probe's own findings, e.g. VOCAB_SPECIAL_TOKENS_MISSING
+        _probe_findings(measured),
         server_findings,
         engine=engine,
         engine_gap=None if measured is None else measured.gap,
