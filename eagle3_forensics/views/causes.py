@@ -12,7 +12,7 @@ from typing import Any
 
 from eagle3_forensics.checks.causes import Cause, Cost, Ranking
 from eagle3_forensics.views.html import SEVERITY_BACKGROUNDS, SEVERITY_COLOURS, compact_json, esc, table_html
-from eagle3_forensics.views.widgets import Explorer, _note, live_html, unavailable
+from eagle3_forensics.views.widgets import STATIC_NOTE, Explorer, _note, live_html, unavailable
 
 ALL = "all"
 
@@ -159,10 +159,10 @@ def acceptance_explorer(
     len0 = str(length) if str(length) in lengths else ALL
 
     def static() -> str:
-        return _rows_html(rows, seg0, len0) + _note(
-            f"segments: {', '.join(segments[1:])}; lengths (new tokens per prompt): {', '.join(lengths[1:])}. "
-            "Live in JupyterLab: pick a segment and a length."
+        choices = (
+            f"segments: {', '.join(segments[1:])}; lengths (new tokens per prompt): {', '.join(lengths[1:])}"
         )
+        return _rows_html(rows, seg0, len0) + _note(choices) + _note(STATIC_NOTE)
 
     def build() -> Any:
         import ipywidgets as w  # optional: ipywidgets

@@ -12,6 +12,7 @@ from builders import TENSOR_PAYLOAD
 from eagle3_forensics.checks.causes import EngineGap, rank_causes
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.views.causes import acceptance_explorer, cost_text, ranking_html, ranking_text
+from eagle3_forensics.views.widgets import STATIC_NOTE
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 ROWS = [
@@ -73,7 +74,7 @@ def test_explorer_picks_segment_and_length() -> None:
         ROWS, segment="tool_call", interactive=False
     ).static_html()  # not measured: all
     assert "2.5" in page and "1.4" in page
-    assert "segments: all, reasoning" in page
+    assert "segments: all, reasoning" in page and STATIC_NOTE in page
 
 
 def test_explorer_is_live_in_jupyterlab() -> None:
