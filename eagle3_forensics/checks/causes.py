@@ -195,7 +195,9 @@ class EngineGap:
         return max(0.0, self.trained - self.served)
 
     def cost(self) -> Cost:
-        return Cost(round(self.drop, 6), None, "measured", self.how)
+        return Cost(
+            round(self.drop, 6), None, "measured", f"{self.how}: {self.served:.3f} vs. {self.trained:.3f}"
+        )
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ def test_checkpoint_findings_form_one_cause_with_the_engine_gap_as_cost() -> Non
     c = r.causes[0]
     assert c.codes == ["KEYS_DROPPED_BY_ENGINE", "PARAMS_UNFILLED"]  # catalogue order
     assert c.category == "checkpoint and engine"
-    assert c.cost == Cost(1.91, None, "measured", "engine view vs trained view")
+    assert c.cost == Cost(1.91, None, "measured", "engine view vs trained view: 1.000 vs. 2.910")
 
 
 def test_findings_of_other_engines_are_set_aside() -> None:
