@@ -2,8 +2,9 @@
 
 :func:`measure` runs the live probe (as :func:`eagle3_forensics.views.triage.triage` does for 00) under
 the engine's view of the checkpoint and under the *trained* view: the writer's view, or — when the
-checkpoint has errors for that engine — the view of a copy ``repair`` made ready for it (in a throw-away
-directory; the user's files are only read), whichever accepts more. A ``d2t`` written wrongly is wrong
+checkpoint has errors for that engine — the view of a copy ``repair`` made ready for it (for vLLM where
+repair cannot target that engine; in a throw-away directory, the user's files are only read), whichever
+accepts more. A ``d2t`` written wrongly is wrong
 in the writer's view too, so only the repaired copy shows what the drafter was trained to reach.
 """
 
@@ -105,17 +106,16 @@ def measure(
     plain = {"max_new_tokens": max_new_tokens, "teacher_forced": False, "sweep": False, **kw}
     trained = served if view == "reference" else _run(checkpoint, target, texts, "reference", **plain)
     source = "the checkpoint as written"
-    if (
-        checkpoint_errors
-    ):  # the writer's view may share the fault (a d2t written wrongly): try the repaired copy
-        repaired, why = _repaired_probe(
-            checkpoint, target, texts, "vllm" if view == "reference" else view, **plain
-        )
+    if checkpoint_errors:
+        # the writer's view may share the fault (a d2t written wrongly): probe the repaired copy. The
+        # trained view does not depend on the engine, so where repair cannot target it, vLLM's copy shows it
+        fix_for = view if view.split("==")[0] in _REPAIRABLE else "vllm"
+        repaired, why = _repaired_probe(checkpoint, target, texts, fix_for, **plain)
         if repaired is not None and repaired.acceptance_length > trained.acceptance_length:
             trained, source = repaired, why
     how = (
         f"live probe, {len(texts)} prompts × {max_new_tokens} new tokens, K={k}: acceptance length under "
-        f"{view}'s view vs. the trained view ({source})"
+        f"{'the writer' if view == 'reference' else view}'s view vs. the trained view ({source})"
     )
     gap = EngineGap(view, served.acceptance_length, trained.acceptance_length, how)
     gain = None
