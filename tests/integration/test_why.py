@@ -113,3 +113,16 @@ def test_issue22_variant_ranks_its_planted_cause_first(variant: str) -> None:
         pytest.skip(f"the demo variant {variant} and its training data are made by `make data` (issue 22)")
     w = why_low_acceptance(drafter, TARGET, engine="vllm", data=data, prompts=PROMPTS, max_new_tokens=16)
     assert w.ranking.codes[:1] == [PLANTED_WITH_DATA[variant]], ranking_text(w.ranking)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("engine", ["tensorrt_llm", "all"])
+def test_trained_view_where_repair_cannot_target_the_engine(engine: str) -> None:
+    """The writer's view shares a d2t written wrongly; vLLM's repaired copy shows the trained view."""
+    w = why_low_acceptance(
+        DEMO / "drafters" / "d2t_absolute", TARGET, engine=engine, prompts=PROMPTS, max_new_tokens=8
+    )
+    top = w.ranking.causes[0]
+    assert top.code == "D2T_ABSOLUTE"
+    assert top.cost is not None and top.cost.basis == "measured" and top.cost.acceptance_length_drop > 1.0
+    assert "the copy repaired for vllm" in top.cost.how
