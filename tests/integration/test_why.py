@@ -124,5 +124,6 @@ def test_trained_view_where_repair_cannot_target_the_engine(engine: str) -> None
     )
     top = w.ranking.causes[0]
     assert top.code == "D2T_ABSOLUTE"
-    assert top.cost is not None and top.cost.basis == "measured" and top.cost.acceptance_length_drop > 1.0
+    assert top.cost is not None and top.cost.basis == "measured"
+    assert top.cost.acceptance_length_drop is not None and top.cost.acceptance_length_drop > 1.0
     assert "the copy repaired for vllm" in top.cost.how
