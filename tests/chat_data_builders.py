@@ -43,7 +43,7 @@ CORPUS = [
     "a farmer moves some numbers quickly!",
     "the team checks a new plan before lunch.",
 ]
-PROMPTS = [f"question {i}: {CORPUS[i % len(CORPUS)]} {CORPUS[(i * 3 + 1) % len(CORPUS)]}" for i in range(12)]
+PROMPTS = [f"{i}: {CORPUS[(i * 3 + 1) % len(CORPUS)]}" for i in range(12)]
 AUX = (1, 2, 3)  # HF hidden_states indices captured as aux (the last is the final layer's, normed)
 
 
@@ -108,12 +108,13 @@ class Target:
     def tid(self, text: str) -> int:
         return int(self.tokenizer.convert_tokens_to_ids(text))
 
-    def prompt_ids(self, prompt: str, thinking: bool) -> list[int]:
+    def prompt_ids(self, prompt: str, thinking: bool, template: str | None = None) -> list[int]:
         out = self.tokenizer.apply_chat_template(
             [{"role": "user", "content": prompt}],
             tokenize=True,
             add_generation_prompt=True,
             enable_thinking=thinking,
+            chat_template=template,
         )
         ids = out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out
         return [int(x) for x in ids]
@@ -182,12 +183,20 @@ def response(
 
 
 def render_sample(
-    t: Target, prompt: str, *, mode: str, writer: str, n: int, seed: int, temperature: float = 1.0
+    t: Target,
+    prompt: str,
+    *,
+    mode: str,
+    writer: str,
+    n: int,
+    seed: int,
+    temperature: float = 1.0,
+    template: str | None = None,
 ) -> tuple[list[int], list[int]]:
     """``(ids, loss_mask)``: the generation prompt in ``mode`` (thinking / non_thinking) plus the response,
     as speculators' and SpecForge's regenerate scripts build it; the mask covers the response."""
     thinking = mode == "thinking"
-    p = t.prompt_ids(prompt, thinking)
+    p = t.prompt_ids(prompt, thinking, template)
     r = response(t, p, reasoning=thinking, writer=writer, n=n, seed=seed, temperature=temperature)
     return p + r, [0] * len(p) + [1] * len(r)
 
@@ -221,13 +230,22 @@ def make_set(
     count: int = 8,
     cut: int | None = None,
     temperature: float = 1.0,
+    template: str | None = None,
 ) -> Path:
     """One data set of ``count`` samples (prompt + response of about ``1.5 n`` tokens), each cut to its
-    first ``cut`` tokens when given (a trainer's ``max_length`` truncation)."""
+    first ``cut`` tokens when given (a trainer's ``max_length`` truncation); ``template`` renders the
+    prompt with another chat template than the target's."""
     samples = []
     for i in range(count):
         ids, mask = render_sample(
-            t, PROMPTS[i % len(PROMPTS)], mode=mode, writer=writer, n=n, seed=i, temperature=temperature
+            t,
+            PROMPTS[i % len(PROMPTS)],
+            mode=mode,
+            writer=writer,
+            n=n,
+            seed=i,
+            temperature=temperature,
+            template=template,
         )
         samples.append((ids[:cut], mask[:cut]) if cut else (ids, mask))
     return write_specforge(t, root, samples)
