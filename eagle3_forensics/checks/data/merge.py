@@ -245,7 +245,9 @@ class AuditScan:
         out.lengths = dict(sorted(_merge_counts(self.lengths, other.lengths).items()))
         for name in ("agreement", "renderings"):
             setattr(out, name, sorted([*getattr(self, name), *getattr(other, name)], key=lambda x: x[0]))
-        out.teacher = self.teacher or other.teacher
+        # the lowest shard's (it decided on the first sample of the single run), whatever the merge order
+        first, second = (self, other) if min(self.shards) <= min(other.shards) else (other, self)
+        out.teacher = first.teacher or second.teacher
         out.layout_first = {
             k: min(v for v in (self.layout_first.get(k), other.layout_first.get(k)) if v is not None)
             for k in sorted(set(self.layout_first) | set(other.layout_first))
