@@ -15,7 +15,7 @@ import numpy as np
 from eagle3_forensics.checks.data.merge import AuditScan
 from eagle3_forensics.checks.data.scan import scan_data
 from eagle3_forensics.checks.data.target_findings import target_fit_findings
-from eagle3_forensics.checks.data.target_fit import Labeller
+from eagle3_forensics.checks.data.target_scan import Labeller
 from eagle3_forensics.errors import ExitCode
 from eagle3_forensics.findings import Finding, Severity, count_by_severity, sort_findings
 from eagle3_forensics.io.dumps.layouts import LAYOUTS

@@ -136,7 +136,7 @@ class AuditScan:
     first_num: dict[int, int] = field(default_factory=dict)
     first_pos: dict[int, int] = field(default_factory=dict)
     hashes: list[list[Any]] = field(default_factory=list)  # [digest, index, source]
-    # audit-data --target (checks.data.target_fit): per-sample records, mergeable by concatenation
+    # audit-data --target (checks.data.target_scan): per-sample records, mergeable by concatenation
     lengths: dict[int, int] = field(default_factory=dict)  # sample length -> samples
     agreement: list[list[Any]] = field(default_factory=list)  # [index, source, agree, total]
     renderings: list[list[Any]] = field(

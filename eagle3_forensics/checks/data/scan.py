@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from eagle3_forensics.checks.data.merge import AuditScan
-from eagle3_forensics.checks.data.target_fit import Labeller, SampleFit, serving_settings
+from eagle3_forensics.checks.data.target_scan import Labeller, SampleFit, serving_settings
 from eagle3_forensics.checks.vocab_map import _fix_for
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.findings import Finding, Severity

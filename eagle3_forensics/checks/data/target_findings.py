@@ -239,7 +239,11 @@ def _length(scan: AuditScan) -> tuple[list[Finding], dict[str, Any] | None]:
                 f"the serving context is {ctx['tokens']} tokens ({ctx['from']}), {ctx['tokens'] / trained:.0f}x "
                 f"the {trained} tokens 90% of the training samples stay within (longest {dist['max']}): acceptance "
                 "falls on prompts beyond what the drafter was trained on"
-                + ("." if stated else " (pass --launch with the serving command to judge the context it serves)."),
+                + (
+                    "."
+                    if stated
+                    else " (pass --launch with the serving command to judge the context it serves)."
+                ),
                 evidence={
                     "serving_context": ctx["tokens"],
                     "serving_context_from": ctx["from"],
