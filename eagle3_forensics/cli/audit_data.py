@@ -22,10 +22,7 @@ COMMAND = "audit-data"
 
 
 def run(args: argparse.Namespace) -> int:
-    from eagle3_forensics.checks.data.findings import finish_audit  # heavy: numpy, torch
-    from eagle3_forensics.checks.data.scan import scan_data  # heavy: numpy, torch
-    from eagle3_forensics.views.offline import render_audit  # heavy: numpy, safetensors
-
+    # arguments first: a bad one is refused before torch is imported
     shard = parse_pair(args.shard)
     if shard is not None and not args.out:
         raise BadArgumentsError("--shard needs --out PART.json (the partial result merge combines)")
@@ -34,6 +31,14 @@ def run(args: argparse.Namespace) -> int:
         raise BadArgumentsError(
             "--chat-template-kwargs and --launch need --target (the serving template and model)"
         )
+    if args.launch:
+        from eagle3_forensics.checks.data.target_scan import served_context  # the launch tables
+
+        served_context(args.launch)
+    from eagle3_forensics.checks.data.findings import finish_audit  # heavy: numpy, torch
+    from eagle3_forensics.checks.data.scan import scan_data  # heavy: numpy, torch
+    from eagle3_forensics.views.offline import render_audit  # heavy: numpy, safetensors
+
     labeller = _labeller(args.target) if args.target else None
     scan = scan_data(
         args.path,

@@ -56,12 +56,12 @@ def served_context(launch: str | None, base: Path | None = None) -> dict[str, An
 def _template_settings(target: str | Path, kwargs: Mapping[str, Any] | None) -> dict[str, Any] | None:
     try:
         chat = load_chat_template(target)
-    except UnusableInputError:
+        if chat is None:
+            return None
+        r = renderings(chat)
+        served = default_mode(chat, kwargs)
+    except UnusableInputError:  # no tokenizer, or a template that refuses the sentinel conversation
         return None
-    if chat is None:
-        return None
-    r = renderings(chat)
-    served = default_mode(chat, kwargs)
     return {
         **r.to_dict(),
         "served_mode": served,
