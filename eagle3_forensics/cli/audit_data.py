@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
             "--chat-template-kwargs and --launch need --target (the serving template and model)"
         )
     if args.launch:
-        from eagle3_forensics.checks.data.target_scan import served_context  # heavy: numpy, torch (beside the dump reader)
+        from eagle3_forensics.checks.data.target_scan import served_context  # heavy: torch
 
         served_context(args.launch)
     from eagle3_forensics.checks.data.findings import finish_audit  # heavy: numpy, torch

@@ -23,8 +23,8 @@ import numpy as np
 from eagle3_forensics.checks.data.merge import AuditScan
 from eagle3_forensics.findings import Finding, Severity
 
-AGREEMENT_WARN = 0.60
-AGREEMENT_ERROR = 0.35
+AGREEMENT_WARN = 0.75
+AGREEMENT_ERROR = 0.55
 SERVED_SHARE_WARN = 0.25
 SERVED_SHARE_ERROR = 0.05
 TEMPLATE_UNMATCHED_WARN = 0.5

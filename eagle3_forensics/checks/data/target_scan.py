@@ -24,7 +24,7 @@ from eagle3_forensics.engines.launch import LAUNCH_RELEASES, Setting, read_launc
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.io.dumps.read import Sample
 from eagle3_forensics.io.launch import split_command
-from eagle3_forensics.vocab.chat import default_mode, load_chat_template
+from eagle3_forensics.vocab.chat import default_mode, load_chat_template, structural_tokens
 from eagle3_forensics.vocab.renderings import Renderings, classify, renderings
 
 Labeller = Callable[[Sample], Any]  # sample -> int labels per position (labels[p]: token p+1), or None
@@ -97,12 +97,26 @@ class SampleFit:
     def __init__(self, target: str | Path | None, labeller: Labeller | None, with_template: bool) -> None:
         self.labeller = labeller
         self.renderings: Renderings | None = None
-        if target is not None and with_template:
-            chat = load_chat_template(target)
-            self.renderings = renderings(chat) if chat is not None else None
+        self.template_tokens: np.ndarray = np.zeros(0, dtype=np.int64)
+        chat = None
+        if target is not None and (with_template or labeller is not None):
+            try:
+                chat = load_chat_template(target)
+            except UnusableInputError:
+                chat = None
+        if chat is not None:
+            if with_template:
+                self.renderings = renderings(chat)
+            # tokens the template writes (think/tool tags, end of turn, specials) are not the writer's:
+            # a pipeline that re-renders reasoning_content places them whoever wrote the text
+            st = structural_tokens(chat)
+            self.template_tokens = np.asarray(
+                sorted(t for t, k in st.kinds.items() if k != "scaffold"), np.int64
+            )
 
     def agreement(self, sample: Sample) -> tuple[int, int] | None:
-        """``(agree, total)`` over the loss-masked positions ``p + 1`` that have a teacher."""
+        """``(agree, total)`` over the loss-masked positions ``p + 1`` that have a teacher, leaving out
+        the tokens the chat template writes."""
         if self.labeller is None:
             return None
         labels = self.labeller(sample)
@@ -110,7 +124,7 @@ class SampleFit:
             return None
         lab = np.asarray(labels, dtype=np.int64)[:-1]
         nxt = sample.input_ids.numpy()[1:]
-        keep = sample.loss_mask.numpy()[1:].astype(bool) & (lab >= 0)
+        keep = sample.loss_mask.numpy()[1:].astype(bool) & (lab >= 0) & ~np.isin(nxt, self.template_tokens)
         total = int(keep.sum())
         return int((lab[keep] == nxt[keep]).sum()), total
 
