@@ -150,10 +150,14 @@ def _template(scan: AuditScan) -> tuple[list[Finding], dict[str, Any] | None]:
         "expected_outcome_by_mode": tpl.get("expected_outcome"),
     }
     out: list[Finding] = []
-    if expects is not None:
-        off = [r for r in scan.renderings if r[2] != expects]
-        share = 1.0 - len(off) / n
+    # the mode is judged on the samples the template renders (text in no chat format at all is the
+    # not-byte-identical case below, not a mode)
+    judged = [r for r in scan.renderings if r[3]]
+    if expects is not None and judged:
+        off = [r for r in judged if r[2] != expects]
+        share = 1.0 - len(off) / len(judged)
         stats["served_share"] = round(share, 6)
+        stats["judged_samples"] = len(judged)
         if share < SERVED_SHARE_WARN:
             said = (
                 f"the {data_mode} rendering" if data_mode else "no mode's rendering (no think block at all)"
@@ -171,7 +175,7 @@ def _template(scan: AuditScan) -> tuple[list[Finding], dict[str, Any] | None]:
                     "DATA_TEMPLATE_MISMATCH",
                     sev,
                     f"the server renders in {served} mode ({tpl.get('served_from')}), where the model writes "
-                    f"'{expects}', but only {share:.1%} of {n} samples do: most ({outcomes[by]}) are '{by}', "
+                    f"'{expects}', but only {share:.1%} of {len(judged)} samples rendered by its template do: most ({outcomes[by]}) are '{by}', "
                     f"{said}; the drafter never learned what it will be asked to draft.",
                     evidence={
                         **stats,
