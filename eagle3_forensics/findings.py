@@ -101,6 +101,10 @@ DATA_CATALOGUE: dict[str, str] = {
     "DATA_VOCAB_MAP_NOT_FROM_DATA": "The map's selection is not the top-v of these samples' token counts.",
     "DATA_COVERAGE_LOW": "The draft vocabulary covers too little of the trained tokens.",
     "DATA_DUPLICATE_SAMPLES": "Samples repeated exactly.",
+    "DATA_NOT_FROM_TARGET": "The training responses were not written by the target (greedy agreement low).",
+    "DATA_TEMPLATE_MISMATCH": "The samples' chat rendering or thinking mode differs from the serving one.",
+    "DATA_TRAINED_LENGTH": "The trained sequence-length distribution (info).",
+    "CONTEXT_BEYOND_TRAINING": "The serving context is far beyond the trained length.",
 }
 
 # diagnose --launch: the serving command checked against the drafter (eagle3_forensics/checks/launch.py);

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
@@ -21,13 +22,24 @@ COMMAND = "audit-data"
 
 
 def run(args: argparse.Namespace) -> int:
+    # arguments first: a bad one is refused before torch is imported
+    shard = parse_pair(args.shard)
+    if shard is not None and not args.out:
+        raise BadArgumentsError("--shard needs --out PART.json (the partial result merge combines)")
+    kwargs = _template_kwargs(args.chat_template_kwargs)
+    if (kwargs or args.launch) and not args.target:
+        raise BadArgumentsError(
+            "--chat-template-kwargs and --launch need --target (the serving template and model)"
+        )
+    if args.launch:
+        from eagle3_forensics.checks.data.target_scan import served_context  # heavy: torch
+
+        served_context(args.launch)
     from eagle3_forensics.checks.data.findings import finish_audit  # heavy: numpy, torch
     from eagle3_forensics.checks.data.scan import scan_data  # heavy: numpy, torch
     from eagle3_forensics.views.offline import render_audit  # heavy: numpy, safetensors
 
-    shard = parse_pair(args.shard)
-    if shard is not None and not args.out:
-        raise BadArgumentsError("--shard needs --out PART.json (the partial result merge combines)")
+    labeller = _labeller(args.target) if args.target else None
     scan = scan_data(
         args.path,
         map_path=args.map,
@@ -38,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
         shard=shard,
         max_sample_bytes=args.max_sample_bytes,
         progress=progress_on(args),
+        launch=args.launch,
+        template_kwargs=kwargs,
+        labeller=labeller,
     )
     if args.out:
         write_partial(args.out, COMMAND, scan.to_dict(), getattr(args, "command_line", None))
@@ -55,6 +70,28 @@ def run(args: argparse.Namespace) -> int:
     return audit.exit_code
 
 
+def _template_kwargs(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise BadArgumentsError(f"--chat-template-kwargs is not valid JSON: {text[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise BadArgumentsError(f"--chat-template-kwargs must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _labeller(target: str) -> Any:
+    """The target's greedy token per dumped position (needs its weights; None for a config-only target)."""
+    from eagle3_forensics.io.target import open_target  # heavy: numpy, safetensors
+    from eagle3_forensics.probe.offline.teacher import GreedyLabeller  # heavy: torch
+
+    if open_target(target).weights is None:
+        return None
+    return GreedyLabeller(target)
+
+
 def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         COMMAND,
@@ -68,7 +105,22 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--drafter", help="drafter directory: fc width, max positions (and its map when none is found)"
     )
-    p.add_argument("--target", help="target model directory: hidden size, vocabulary, max positions")
+    p.add_argument(
+        "--target",
+        help="target model directory: hidden size, vocabulary, max positions; with its weights and chat "
+        "template also provenance (greedy agreement), template mode and trained length",
+    )
+    p.add_argument(
+        "--chat-template-kwargs",
+        metavar="JSON",
+        help="the serving chat_template_kwargs (e.g. '{\"enable_thinking\": false}'); default: the template's default mode",
+    )
+    p.add_argument(
+        "--launch",
+        metavar="COMMAND",
+        help="the serving command line: its --max-model-len / --context-length / --max_seq_len is the serving context "
+        "(default: the target's max_position_embeddings)",
+    )
     p.add_argument("--format", default="auto", choices=["auto", "specforge", "speculators", "eagle"])
     add_sample_options(p, "audit")
     p.add_argument("--out", metavar="PART.json", help="write the mergeable partial result here")

@@ -244,6 +244,7 @@ SGLANG_0_5_11 = LaunchRules(
         LaunchFlag(("--speculative-eagle-topk",), Setting.TOPK),
         LaunchFlag(("--speculative-num-draft-tokens",), Setting.NUM_DRAFT_TOKENS),
         LaunchFlag(("--tensor-parallel-size", "--tp-size"), Setting.TENSOR_PARALLEL_SIZE),
+        LaunchFlag(("--context-length",), Setting.MAX_MODEL_LEN),  # server_args.py: context_length
     ),
     method_case=MethodCase.EXACT,
     method_choices=("DFLASH", "EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"),
@@ -399,6 +400,7 @@ TENSORRT_LLM_MAIN = LaunchRules(
     flags=(
         LaunchFlag(("--config", "--extra_llm_api_options"), source=Source.OPTIONS_FILE),
         LaunchFlag(("--tensor_parallel_size", "--tp_size"), Setting.TENSOR_PARALLEL_SIZE),
+        LaunchFlag(("--max_seq_len",), Setting.MAX_MODEL_LEN),  # trtllm-serve: the served sequence length
     ),
     config_section="speculative_config",
     config_keys=(

@@ -344,6 +344,18 @@ POLICY: dict[str, Policy] = {
     ),
     "DATA_COVERAGE_LOW": Policy(NOTHING, reason="a fact about the training data, not the checkpoint"),
     "DATA_DUPLICATE_SAMPLES": Policy(NOTHING, reason="a fact about the training data, not the checkpoint"),
+    "DATA_NOT_FROM_TARGET": Policy(
+        REFUSE,
+        reason="the head learned another model's responses; regenerate them with the target and retrain",
+    ),
+    "DATA_TEMPLATE_MISMATCH": Policy(
+        REFUSE,
+        reason="the head learned another rendering; re-render the data in the serving mode and retrain",
+    ),
+    "DATA_TRAINED_LENGTH": Policy(NOTHING, reason="a fact about the training data, not the checkpoint"),
+    "CONTEXT_BEYOND_TRAINING": Policy(
+        NOTHING, reason="a fact about training against serving: train longer or serve a shorter context"
+    ),
     # diagnose --launch findings are about the serving command, which repair never writes
     **{
         code: Policy(

@@ -118,12 +118,39 @@ def render_audit(a: DataAudit) -> str:
         lines.append(
             f"         {v['selection']}: built from these samples under {match}; coverage {v['coverage']:.1%}"
         )
+    lines.extend(_target_fit_lines(s.get("target_fit") or {}))
     if a.findings:
         lines.append("")
         lines.extend(render_finding(f) for f in a.findings)
     else:
         lines.append("\nno findings")
     return "\n".join(lines)
+
+
+def _target_fit_lines(tf: dict[str, Any]) -> list[str]:
+    """``audit-data --target``'s measurements, one line each."""
+    out = []
+    ag = tf.get("agreement")
+    if ag:
+        ps = ag["per_sample"]
+        out.append(
+            f"target:  greedy agreement {ag['rate']:.1%} over {ag['positions']} loss-masked positions "
+            f"(per sample {ps['min']:.1%} .. {ps['max']:.1%}, median {ps['median']:.1%})"
+        )
+    tpl = tf.get("template")
+    if tpl:
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(tpl["outcomes"].items()))
+        out.append(
+            f"         rendering: {outcomes}; data mode {tpl.get('data_mode') or 'none'}, served "
+            f"{tpl.get('served_mode') or 'no mode switch'} ({tpl.get('served_from')}); "
+            f"{tpl['not_byte_identical']} not byte-identical to the template"
+        )
+    ln = tf.get("lengths")
+    if ln:
+        ctx = tf.get("serving_context")
+        served = f"; serving context {ctx['tokens']} ({ctx['from']})" if ctx else ""
+        out.append(f"         lengths: median {ln['p50']}, p90 {ln['p90']}, longest {ln['max']}{served}")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ import numpy as np
 
 from eagle3_forensics.checks.data.merge import AuditScan
 from eagle3_forensics.checks.data.scan import scan_data
+from eagle3_forensics.checks.data.target_findings import target_fit_findings
+from eagle3_forensics.checks.data.target_scan import Labeller
 from eagle3_forensics.errors import ExitCode
 from eagle3_forensics.findings import Finding, Severity, count_by_severity, sort_findings
 from eagle3_forensics.io.dumps.layouts import LAYOUTS
@@ -34,6 +36,10 @@ DATA_CODES: tuple[str, ...] = (
     "DATA_VOCAB_MAP_NOT_FROM_DATA",
     "DATA_COVERAGE_LOW",
     "DATA_DUPLICATE_SAMPLES",
+    "DATA_NOT_FROM_TARGET",
+    "DATA_TEMPLATE_MISMATCH",
+    "DATA_TRAINED_LENGTH",
+    "CONTEXT_BEYOND_TRAINING",
 )
 COVERAGE_WARN = 0.90  # below: a drafter can accept at most this share of the trained tokens
 COVERAGE_ERROR = 0.50
@@ -437,6 +443,8 @@ def finish_audit(scan: AuditScan) -> DataAudit:
                 "sampler padding can write the same row twice).",
             )
         )
+    tf, target_summary = target_fit_findings(scan)
+    f.extend(tf)
     findings = sort_findings(f)
     summary = {
         "files": s["total_files"],
@@ -460,6 +468,7 @@ def finish_audit(scan: AuditScan) -> DataAudit:
         "drafter": s["drafter"],
         "target": s["target"],
         "complete": complete,
+        "target_fit": target_summary,
     }
     return DataAudit(scan, findings, summary)
 
@@ -554,8 +563,12 @@ def audit_data(
     max_samples: int | None = None,
     progress: bool = False,
     on_scan: Callable[[AuditScan], None] | None = None,
+    launch: str | None = None,
+    template_kwargs: dict[str, Any] | None = None,
+    labeller: Labeller | None = None,
 ) -> DataAudit:
-    """Scan every sample under ``path`` and judge the data (the one-machine run)."""
+    """Scan every sample under ``path`` and judge the data (the one-machine run); ``launch``,
+    ``template_kwargs`` and ``labeller`` as :func:`~eagle3_forensics.checks.data.scan.scan_data`."""
     scan = scan_data(
         path,
         map_path=map_path,
@@ -564,6 +577,9 @@ def audit_data(
         fmt=fmt,
         max_samples=max_samples,
         progress=progress,
+        launch=launch,
+        template_kwargs=template_kwargs,
+        labeller=labeller,
     )
     if on_scan is not None:
         on_scan(scan)

@@ -136,6 +136,13 @@ class AuditScan:
     first_num: dict[int, int] = field(default_factory=dict)
     first_pos: dict[int, int] = field(default_factory=dict)
     hashes: list[list[Any]] = field(default_factory=list)  # [digest, index, source]
+    # audit-data --target (checks.data.target_scan): per-sample records, mergeable by concatenation
+    lengths: dict[int, int] = field(default_factory=dict)  # sample length -> samples
+    agreement: list[list[Any]] = field(default_factory=list)  # [index, source, agree, total]
+    renderings: list[list[Any]] = field(
+        default_factory=list
+    )  # [index, source, outcome, match, modes, masked]
+    teacher: dict[str, Any] | None = None  # how the agreement's teacher was made (first shard's)
 
     _EXAMPLES = (
         "unreadable",
@@ -157,6 +164,7 @@ class AuditScan:
         n = sample.length
         self.tokens += n
         self.max_len = max(self.max_len, n)
+        _add_count(self.lengths, n)
         _add_count(self.layouts, sample.layout)  # type: ignore[arg-type]
         if sample.layout not in self.layout_first:
             self.layout_first[sample.layout] = [it.index, it.rel]
@@ -234,6 +242,12 @@ class AuditScan:
         out.max_len = max(self.max_len, other.max_len)
         for name in ("layouts", "dtypes", "hidden_sizes", "aux_widths", "counts"):
             setattr(out, name, _merge_counts(getattr(self, name), getattr(other, name)))
+        out.lengths = dict(sorted(_merge_counts(self.lengths, other.lengths).items()))
+        for name in ("agreement", "renderings"):
+            setattr(out, name, sorted([*getattr(self, name), *getattr(other, name)], key=lambda x: x[0]))
+        # the lowest shard's (it decided on the first sample of the single run), whatever the merge order
+        first, second = (self, other) if min(self.shards) <= min(other.shards) else (other, self)
+        out.teacher = first.teacher or second.teacher
         out.layout_first = {
             k: min(v for v in (self.layout_first.get(k), other.layout_first.get(k)) if v is not None)
             for k in sorted(set(self.layout_first) | set(other.layout_first))
@@ -256,6 +270,10 @@ class AuditScan:
         for name in self._EXAMPLES:
             out[name] = getattr(self, name).to_dict()
         out["hashes"] = self.hashes
+        out["lengths"] = {str(k): v for k, v in sorted(self.lengths.items())}
+        out["agreement"] = self.agreement
+        out["renderings"] = self.renderings
+        out["teacher"] = self.teacher
         return out
 
     @classmethod
@@ -273,6 +291,15 @@ class AuditScan:
             for name in cls._EXAMPLES:
                 setattr(s, name, Examples.from_dict(d[name]))
             s.hashes = [[str(h), int(i), str(src)] for h, i, src in d["hashes"]]
+            # absent in partials written before audit-data --target measured them
+            s.lengths = _int_keys(d.get("lengths") or {})
+            s.agreement = [[int(i), str(src), int(a), int(t)] for i, src, a, t in d.get("agreement") or []]
+            s.renderings = [
+                [int(i), str(src), str(o), bool(m), [str(x) for x in modes], int(k)]
+                for i, src, o, m, modes, k in d.get("renderings") or []
+            ]
+            t = d.get("teacher")
+            s.teacher = dict(t) if isinstance(t, dict) else None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise UnusableInputError(
                 f"not an audit-data partial result ({type(exc).__name__}: {exc})"

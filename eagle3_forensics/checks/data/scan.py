@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from eagle3_forensics.checks.data.merge import AuditScan
+from eagle3_forensics.checks.data.target_scan import Labeller, SampleFit, serving_settings
 from eagle3_forensics.checks.vocab_map import _fix_for
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.findings import Finding, Severity
@@ -196,6 +197,8 @@ def _sample_settings(
     map_path: str | Path | None,
     drafter: str | Path | None,
     target: str | Path | None,
+    launch: str | None = None,
+    template_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     dfacts = _drafter_facts(drafter)
     tfacts = _target_facts(target)
@@ -259,6 +262,9 @@ def _sample_settings(
         "map_errors": map_errors,
         "token_freq": _token_freq(ds.root),
         "assistant_marker": _assistant_marker(target),
+        "serving": serving_settings(target, tfacts, launch, template_kwargs)
+        if target is not None or launch is not None
+        else None,
     }
 
 
@@ -278,8 +284,16 @@ def scan_data(
     shard: tuple[int, int] | None = None,
     progress: bool = False,
     max_sample_bytes: int | None = None,
+    launch: str | None = None,
+    template_kwargs: dict[str, Any] | None = None,
+    labeller: Labeller | None = None,
 ) -> AuditScan:
-    """Read the samples under ``path`` (this shard's share) into an :class:`AuditScan`."""
+    """Read the samples under ``path`` (this shard's share) into an :class:`AuditScan`.
+
+    With ``target``: each sample's rendering against the target's chat template (in the serving mode:
+    ``template_kwargs``, else the template's default) and its length against the serving context
+    (``launch``'s, else the target's); with ``labeller`` (``probe.offline.teacher.GreedyLabeller``,
+    which the CLI passes), the agreement of the data's next tokens with the target's greedy ones."""
     if max_samples is not None and max_samples < 1:
         raise BadArgumentsError("--max-samples must be at least 1")
     hint = None
@@ -288,9 +302,12 @@ def scan_data(
     cap = max_sample_bytes if max_sample_bytes is not None else cap_from_configs(drafter, target)
     ds = open_dumps(path, fmt, hidden_size_hint=hint, max_sample_bytes=cap)
     # as JSON gives it back, so a partial read from disk carries exactly these settings
-    settings = json.loads(json.dumps(_sample_settings(ds, fmt, max_samples, map_path, drafter, target)))
+    settings = json.loads(
+        json.dumps(_sample_settings(ds, fmt, max_samples, map_path, drafter, target, launch, template_kwargs))
+    )
     items = ds.select(max_samples, shard)
     scan = AuditScan(settings, [list(shard) if shard else [0, 1]])
+    fit = SampleFit(target, labeller, with_template=bool((settings.get("serving") or {}).get("template")))
     scan.files = len(items)
     bar = _bar(progress, len(items), "audit-data")
     try:
@@ -299,12 +316,29 @@ def scan_data(
                 scan.unreadable.add(got[0], got[1])
             else:
                 scan.add(got)
+                _measure(scan, fit, got, labeller)
             if bar is not None:
                 bar.update(1)
     finally:
         if bar is not None:
             bar.close()
     return scan
+
+
+def _measure(scan: AuditScan, fit: SampleFit, sample: Any, labeller: Any) -> None:
+    """The per-sample records of ``audit-data --target`` (agreement, rendering)."""
+    it = sample.item
+    got = fit.agreement(sample)
+    if got is not None and got[1] > 0:
+        scan.agreement.append([it.index, it.rel, got[0], got[1]])
+        if scan.teacher is None and hasattr(labeller, "describe"):
+            scan.teacher = json.loads(json.dumps(labeller.describe(), default=str))
+    rendered = fit.rendering(sample)
+    if rendered is not None:
+        masked = int(sample.loss_mask.numpy().sum())
+        scan.renderings.append(
+            [it.index, it.rel, rendered["outcome"], rendered["template_match"], rendered["modes"], masked]
+        )
 
 
 def _bar(on: bool, total: int, desc: str) -> Any:

@@ -165,3 +165,32 @@ def _decide_norm(teacher: Teacher, layout: str, first: Sample | None) -> None:
             "rms_test": test or None,
         }
     )
+
+
+class GreedyLabeller:
+    """``audit-data --target``'s provenance teacher: per sample, the target's greedy token after each
+    position (``argmax lm_head(h)`` of the dumped last hidden state, the final norm applied when the
+    dump holds the state before it: decided once, on the first sample, as probe-offline decides it).
+
+    Called with a :class:`~eagle3_forensics.io.dumps.read.Sample`; returns int64 labels (``labels[p]``:
+    the target's token for position ``p + 1``) or ``None`` for a sample without a last hidden state.
+    The audit (a layer below) takes it as a plain callable, so the checks stay free of torch."""
+
+    def __init__(self, target: str | Path, device: str = "cpu") -> None:
+        self.device = torch.device(device)
+        self.teacher, info = _target_teacher(target, self.device)
+        self.hidden_size = info.hidden_size
+        self.decided = False
+
+    def __call__(self, sample: Sample) -> Any:
+        if sample.last_hidden is None or sample.length < 2:
+            return None
+        if self.hidden_size is not None and sample.hidden_size != self.hidden_size:
+            return None  # DATA_TARGET_MISMATCH says why; the greedy token of another width means nothing
+        if not self.decided:
+            _decide_norm(self.teacher, sample.layout, sample)
+            self.decided = True
+        return self.teacher.labels(sample, self.device).numpy()
+
+    def describe(self) -> dict[str, Any]:
+        return self.teacher.to_dict()
