@@ -78,6 +78,11 @@ class ProbeResult:
     aux_sweep: AuxSweep | None
     view: dict[str, Any] | None
     temperature: float = 0.0
+    # probe as the server sees it (probe/served.py): how prompts were rendered, acceptance by
+    # segment, acceptance against prompt length; None when not measured (then absent from to_dict)
+    chat: dict[str, Any] | None = None
+    segments: dict[str, Any] | None = None
+    by_length: dict[str, Any] | None = None
 
     # -- live metrics ------------------------------------------------------------------------
     @property
@@ -152,6 +157,15 @@ class ProbeResult:
             "aux_sweep": None if self.aux_sweep is None else self.aux_sweep.to_dict(),
             "view": self.view,
             "conventions": CONVENTIONS,
+            **{
+                key: value
+                for key, value in (
+                    ("chat", self.chat),
+                    ("segments", self.segments),
+                    ("by_length", self.by_length),
+                )
+                if value is not None
+            },
         }
 
 
