@@ -1,12 +1,21 @@
 """VOCAB_SPECIAL_TOKENS_MISSING: structural tokens or byte pieces outside the draft vocabulary.
 
-Severity (docs/findings.md): a missing **eos** or **reasoning tag** (``<think>``/``</think>``) is an
-error — every served response contains it and the drafter can never propose it, so each one is a
-certain rejection at the turn boundary or at the switch from reasoning to answer. Other structural
-tokens (tool tags, role markers, template scaffolding) are a warning; with data, one that never
-occurs at a loss-masked position is only info (the generation never writes it). ``bos`` is never
-generated and is not asked for. Byte-fallback pieces are reported apart, and only with data:
-warning from :data:`BYTE_WARN_SHARE` of the positions, info below, nothing when they never occur.
+What counts is what the *generation* emits (:meth:`~eagle3_forensics.vocab.special.SpecialCoverage.role`):
+a drafter proposes only tokens of the response, never prompt-side scaffolding. Severity
+(docs/findings.md):
+
+* ``error`` — a missing **critical** token: the eos the template ends the assistant's turn with (any
+  eos without a template) or a think tag of a reasoning template. Every served response contains it
+  and the drafter can never propose it: a certain rejection at each turn end / reasoning→answer switch.
+* ``warning`` — other pieces the template writes inside the assistant's turn; with data only when
+  they occur at a loss-masked position.
+* ``info`` — tool-call tags without data (they cost only when the model calls tools); with data a
+  warning when they occur at loss-masked positions, nothing when they do not.
+* nothing — prompt-side tokens (role markers, the generation prompt, bos, eos ids the template never
+  writes), unless the data shows them at loss-masked positions (then a warning).
+
+Byte-fallback pieces are reported apart, only with data: warning from :data:`BYTE_WARN_SHARE` of the
+positions, info below, nothing when they never occur.
 """
 
 from __future__ import annotations
@@ -23,8 +32,6 @@ from eagle3_forensics.vocab.mapping.compare import selected_ids
 from eagle3_forensics.vocab.special import SpecialCoverage, generation_eos_ids, special_coverage, target_chat
 
 CODE = "VOCAB_SPECIAL_TOKENS_MISSING"
-ERROR_KINDS = ("eos", "reasoning_tag")
-NOT_GENERATED = ("bos",)
 BYTE_WARN_SHARE = 0.005
 
 
@@ -36,13 +43,19 @@ def special_token_findings(cov: SpecialCoverage) -> list[Finding]:
     """The findings for one coverage report (``cov.positions`` set: data costs were counted)."""
     out: list[Finding] = []
     data = cov.positions is not None
-    missing = [t for t in cov.missing if cov.structural[t] not in NOT_GENERATED]
+    counts = cov.counts
+    missing = []
+    for t in cov.missing:
+        role = cov.role(t)
+        if role == "critical" or (not data and role in ("generated", "tool")) or (data and counts.get(t, 0)):
+            missing.append(t)
     if missing:
         kinds = sorted({cov.structural[t] for t in missing})
-        share = sum(cov.counts.get(t, 0) for t in missing) / cov.positions if data and cov.positions else None
-        if any(cov.structural[t] in ERROR_KINDS for t in missing):
+        roles = {cov.role(t) for t in missing}
+        share = sum(counts.get(t, 0) for t in missing) / cov.positions if data and cov.positions else None
+        if "critical" in roles:
             sev = Severity.ERROR
-        elif data and not any(cov.counts.get(t, 0) for t in missing):
+        elif roles == {"tool"} and not data:
             sev = Severity.INFO
         else:
             sev = Severity.WARNING
@@ -65,6 +78,7 @@ def special_token_findings(cov: SpecialCoverage) -> list[Finding]:
                     "what": "structural",
                     "missing": cov.listed(missing),
                     "kinds": kinds,
+                    "roles": sorted(roles),
                     "structural_tokens": len(cov.structural),
                     "has_template": cov.has_template,
                     "missing_byte_pieces": len(cov.missing_bytes),

@@ -20,11 +20,16 @@ from typing import Any
 
 import numpy as np
 
-from eagle3_forensics.vocab.chat import ChatTemplate, byte_pieces, load_chat_template, structural_tokens
+from eagle3_forensics.vocab.chat import (
+    ChatTemplate,
+    byte_pieces,
+    generated_structural_ids,
+    load_chat_template,
+    structural_tokens,
+    supported_modes,
+)
 from eagle3_forensics.vocab.inputs.chat import _token_text, load_tokenizer, read_tokenizer_config
 
-# kinds a drafter cannot do without: each occurrence is a certain rejection at a place every turn has
-CRITICAL_KINDS: tuple[str, ...] = ("eos", "reasoning_tag", "tool_tag")
 _MAX_LISTED = 32
 _BLOCK = 1 << 22
 
@@ -72,6 +77,8 @@ class SpecialCoverage:
     byte_pieces: dict[int, str]
     missing_bytes: list[int]
     has_template: bool
+    generated: set[int] = field(default_factory=set)  # ids the template writes inside the assistant's turn
+    thinks: bool = False  # the template has a reasoning mode
     share: dict[str, float | None] = field(default_factory=dict)  # "structural"/"bytes" -> share of positions
     counts: dict[int, int] = field(default_factory=dict)  # missing id -> loss-masked occurrences
     positions: int | None = None  # loss-masked positions counted
@@ -83,9 +90,21 @@ class SpecialCoverage:
             out.setdefault(self.structural[tid], []).append(tid)
         return out
 
-    @property
-    def critical(self) -> list[int]:
-        return [t for t in self.missing if self.structural[t] in CRITICAL_KINDS]
+    def role(self, tid: int) -> str:
+        """How the generation uses a structural id: ``critical`` (the turn-end eos, or think tags of a
+        reasoning template: in every served response), ``generated`` (other pieces the template writes
+        inside the assistant's turn), ``tool`` (tool-call tags: only when the model calls tools) or
+        ``prompt`` (prompt-side only: role markers, the generation prompt, bos, eos ids the template
+        never writes — a drafter never proposes them)."""
+        kind = self.structural[tid]
+        written = tid in self.generated
+        if kind == "eos" and (written or not self.has_template):
+            return "critical"
+        if kind == "reasoning_tag" and (written or self.thinks):
+            return "critical"
+        if kind == "tool_tag":
+            return "tool"
+        return "generated" if written else "prompt"
 
     def listed(self, ids: Iterable[int]) -> list[dict[str, Any]]:
         rows = []
@@ -93,6 +112,7 @@ class SpecialCoverage:
             row: dict[str, Any] = {"id": tid, "text": self.texts.get(tid, self.byte_pieces.get(tid, ""))}
             if tid in self.structural:
                 row["kind"] = self.structural[tid]
+                row["role"] = self.role(tid)
             if self.counts:
                 row["count"] = self.counts.get(tid, 0)
             rows.append(row)
@@ -130,6 +150,8 @@ def special_coverage(
         byte_pieces=bytes_,
         missing_bytes=[t for t in sorted(bytes_) if not inside(t)],
         has_template=bool(chat.template),
+        generated=generated_structural_ids(chat) if chat.template else set(),
+        thinks=bool(chat.template) and bool(supported_modes(chat)),
     )
 
 

@@ -719,13 +719,15 @@ CASES: list[Case] = [
         evidence={"what": "structural", "kinds": ["reasoning_tag"]},
     ),
     Case(
-        "special_tokens_role_marker",
+        # the turn-end eos; the good target lacks only <|user|> in the draft vocabulary: a prompt-side
+        # role marker the drafter never proposes, so no finding
+        "special_tokens_turn_end",
         "VOCAB_SPECIAL_TOKENS_MISSING",
-        "warning",
+        "error",
         N1,
-        target={"chat": {**CHAT_SPECIALS, "<|user|>": 10}},
-        good_target={"chat": CHAT_SPECIALS},
-        evidence={"kinds": ["special"]},
+        target={"chat": {**CHAT_SPECIALS, "<|end|>": 10}},
+        good_target={"chat": {**CHAT_SPECIALS, "<|user|>": 10}},
+        evidence={"kinds": ["eos"], "roles": ["critical"]},
     ),
     Case(
         "context_too_short",

@@ -61,7 +61,9 @@ def test_missing_think_end_costed_by_its_share_of_masked_positions(
     cost = f["evidence"]["cost"]
     assert cost["share_of_positions"] == pytest.approx(2 / 8)
     assert cost["basis"] == "estimated" and cost["acceptance_length_drop"] is None
-    assert f["evidence"]["missing"] == [{"id": OUT, "text": "</think>", "kind": "reasoning_tag", "count": 2}]
+    assert f["evidence"]["missing"] == [
+        {"id": OUT, "text": "</think>", "kind": "reasoning_tag", "role": "critical", "count": 2}
+    ]
     assert obj["special_tokens"]["positions"] == 8
 
 
@@ -81,7 +83,7 @@ def test_healthy_map_gets_no_finding(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert obj["special_tokens"]["missing_count"] == 0
 
 
-def test_unused_role_marker_is_info_with_data_and_byte_pieces_by_share(
+def test_prompt_side_marker_only_when_data_shows_it_and_byte_pieces_by_share(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sel = selection().tolist()
@@ -90,23 +92,24 @@ def test_unused_role_marker_is_info_with_data_and_byte_pieces_by_share(
     chat = {**CHAT_SPECIALS, "<|user|>": OUT, "<0x41>": byte_in, "<0xC3>": byte_out}
     drafter = build_drafter(tmp_path / "d")
     target = build_target(tmp_path / "t", chat=chat)
+    code, obj = _classify(capsys, str(drafter), "--target", str(target))
+    assert code == 0 and obj["findings"] == []  # <|user|> is prompt-side; byte pieces need data
+    assert obj["special_tokens"]["missing"][0]["role"] == "prompt"
     rows = [[OUT, 20, 5, 4, 6, 21, byte_out, 22]]
     masks = [[0, 0, 0, 1, 1, 1, 1, 1]]  # <|user|> only in the prompt; the missing byte piece once in 5
-    code, obj = _classify(
-        capsys,
-        str(drafter),
-        "--target",
-        str(target),
-        "--ids",
-        str(_ids(tmp_path / "i.safetensors", rows, masks)),
-    )
+    ids = str(_ids(tmp_path / "i.safetensors", rows, masks))
+    code, obj = _classify(capsys, str(drafter), "--target", str(target), "--ids", ids)
     assert code == 0
-    by_what = {f["evidence"]["what"]: f for f in obj["findings"]}
-    assert by_what["structural"]["severity"] == "info"
-    assert by_what["structural"]["evidence"]["cost"]["share_of_positions"] == 0
-    assert by_what["byte_fallback"]["severity"] == "warning"
-    assert by_what["byte_fallback"]["evidence"]["cost"]["share_of_positions"] == pytest.approx(1 / 5)
+    (f,) = obj["findings"]
+    assert f["evidence"]["what"] == "byte_fallback" and f["severity"] == "warning"
+    assert f["evidence"]["cost"]["share_of_positions"] == pytest.approx(1 / 5)
     assert obj["special_tokens"]["byte_pieces"] == 2 and obj["special_tokens"]["missing_bytes"] == 1
+    # a data set whose responses do contain the marker (multi-turn text in the loss mask): a warning
+    ids = str(_ids(tmp_path / "j.safetensors", rows, [[1, 1, 1, 1, 1, 1, 0, 1]]))
+    code, obj = _classify(capsys, str(drafter), "--target", str(target), "--ids", ids)
+    (f,) = obj["findings"]
+    assert f["severity"] == "warning" and f["evidence"]["roles"] == ["prompt"]
+    assert f["evidence"]["cost"]["share_of_positions"] == pytest.approx(1 / 7)
 
 
 def test_without_ids_no_cost_and_ids_need_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
