@@ -40,6 +40,7 @@ import torch
 
 from eagle3_forensics.demo.world import VARIANTS
 from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.findings import Finding
 from eagle3_forensics.probe.decode import GreedyRun, LiveRun, greedy_decode, speculative_decode
 from eagle3_forensics.probe.proposers import Eagle3Proposer, Proposer
 from eagle3_forensics.probe.teacher_forced import (
@@ -83,6 +84,7 @@ class ProbeResult:
     chat: dict[str, Any] | None = None
     segments: dict[str, Any] | None = None
     by_length: dict[str, Any] | None = None
+    findings: list[Finding] | None = None  # what the served probe measured (VOCAB_SPECIAL_TOKENS_MISSING)
 
     # -- live metrics ------------------------------------------------------------------------
     @property
@@ -166,6 +168,7 @@ class ProbeResult:
                 )
                 if value is not None
             },
+            **({"findings": [f.to_dict() for f in self.findings]} if self.findings is not None else {}),
         }
 
 

@@ -22,7 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from eagle3_forensics.checks.special_tokens import CODE as SPECIAL_CODE
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
+from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.probe.core import ProbeResult, load_target, probe, read_prompts
 from eagle3_forensics.vocab.chat import (
     SEGMENTS,
@@ -31,7 +33,7 @@ from eagle3_forensics.vocab.chat import (
     segment_labels,
     structural_tokens,
 )
-from eagle3_forensics.vocab.special import generation_eos_ids, target_chat
+from eagle3_forensics.vocab.special import SpecialCoverage, generation_eos_ids, special_coverage, target_chat
 
 SEGMENT_DEFINITIONS: dict[str, str] = {
     "segment": "the segment of the output position a draft token would occupy, from segment_labels over the "
@@ -44,6 +46,10 @@ SEGMENT_DEFINITIONS: dict[str, str] = {
     "acceptance_length": "1 + accepted drafts / verify steps, over the verify steps whose first draft "
     "position is in this segment (vLLM's convention, bonus included).",
     "share_of_positions": "share of the generated positions in this segment.",
+    "outside_draft_vocab": "generated positions of this segment whose token is outside the drafter's draft "
+    "vocabulary (t2d): no draft can be accepted there.",
+    "steps_cut_outside_draft_vocab": "verify steps whose accepted chain stopped at such a position in this "
+    "segment.",
 }
 
 LENGTH_HOW = (
@@ -76,16 +82,25 @@ def segment_acceptance(
     cycles: Sequence[Sequence[tuple[int, int]]],
     k: int,
     chat: ChatTemplate,
+    draft_vocab: Any | None = None,
 ) -> dict[str, Any]:
-    """Acceptance per segment (:data:`SEGMENT_DEFINITIONS`) of a live run's verify steps."""
+    """Acceptance per segment (:data:`SEGMENT_DEFINITIONS`) of a live run's verify steps.
+
+    ``draft_vocab`` (a bool ``[V]`` mask of the drafter's draft vocabulary) adds, per segment, the
+    positions whose token the drafter cannot propose and the verify steps whose chain stopped there."""
     st = structural_tokens(chat, generation_eos_ids(chat.directory) if chat.directory else ())
-    counts = {
-        s: {"positions": 0, "proposed": 0, "accepted": 0, "steps": 0, "step_accepted": 0} for s in SEGMENTS
-    }
+    keys = ("positions", "proposed", "accepted", "steps", "step_accepted", "unreachable", "cut")
+    counts = {seg: dict.fromkeys(keys, 0) for seg in SEGMENTS}
+    size = 0 if draft_vocab is None else len(draft_vocab)
+
+    def unreachable(tid: int) -> bool:
+        return draft_vocab is not None and not (0 <= tid < size and bool(draft_vocab[tid]))
+
     for prompt, out, steps in zip(prompts, outputs, cycles, strict=True):
         labels = segment_labels([*prompt, *out], chat, st)[len(prompt) :]
-        for seg in labels:
+        for seg, tid in zip(labels, out, strict=True):
             counts[seg]["positions"] += 1
+            counts[seg]["unreachable"] += int(unreachable(tid))
         for start, n_acc in steps:
             if start >= len(labels):
                 continue
@@ -98,6 +113,9 @@ def segment_acceptance(
                 c = counts[labels[start + i]]
                 c["proposed"] += 1
                 c["accepted"] += int(i < n_acc)
+            stop = start + n_acc
+            if n_acc < k and stop < len(out) and unreachable(out[stop]):
+                counts[labels[stop]]["cut"] += 1
     total = sum(c["positions"] for c in counts.values())
     rows: dict[str, Any] = {}
     for seg, c in counts.items():
@@ -110,7 +128,76 @@ def segment_acceptance(
             "verify_steps": c["steps"],
             "acceptance_length": 1 + c["step_accepted"] / c["steps"] if c["steps"] else None,
         }
-    return {"by_segment": rows, "definitions": SEGMENT_DEFINITIONS}
+        if draft_vocab is not None:
+            rows[seg]["outside_draft_vocab"] = c["unreachable"]
+            rows[seg]["steps_cut_outside_draft_vocab"] = c["cut"]
+    steps_total = sum(c["steps"] for c in counts.values())
+    return {"by_segment": rows, "definitions": SEGMENT_DEFINITIONS, "verify_steps": steps_total}
+
+
+def measured_special_findings(
+    cov: SpecialCoverage,
+    outputs: Sequence[Sequence[int]],
+    cycles: Sequence[Sequence[tuple[int, int]]],
+    k: int,
+) -> list[Finding]:
+    """VOCAB_SPECIAL_TOKENS_MISSING with its cost measured on the live run: the structural tokens
+    outside the draft vocabulary that the target generated, their share of the generated positions,
+    and the acceptance length lost at them (verify steps whose chain stopped at one / verify steps: a
+    lower bound — each such stop loses that token, and the drafts after it)."""
+    missing = set(cov.missing)
+    occurrences: dict[int, int] = {}
+    cut = 0
+    for out, steps in zip(outputs, cycles, strict=True):
+        for tid in out:
+            if tid in missing:
+                occurrences[tid] = occurrences.get(tid, 0) + 1
+        for start, n_acc in steps:
+            stop = start + n_acc
+            cut += int(n_acc < k and stop < len(out) and out[stop] in missing)
+    found = [t for t in cov.missing if occurrences.get(t) or cov.role(t) == "critical"]
+    if not found:
+        return []
+    positions = sum(len(o) for o in outputs)
+    steps_total = sum(len(c) for c in cycles)
+    share = sum(occurrences.values()) / positions if positions else None
+    drop = cut / steps_total if steps_total else None
+    roles = sorted({cov.role(t) for t in found})
+    names = ", ".join(repr(cov.texts.get(t, str(t))) for t in found[:8])
+    return [
+        Finding(
+            SPECIAL_CODE,
+            Severity.ERROR if "critical" in roles else Severity.WARNING,
+            f"The draft vocabulary lacks structural token(s) the target generates: {names}; they are "
+            f"{share or 0:.2%} of the generated positions and stopped {cut} of {steps_total} verify steps "
+            f"(acceptance length lost: at least {drop or 0:.3f}).",
+            evidence={
+                "what": "structural",
+                "missing": [
+                    {
+                        "id": t,
+                        "text": cov.texts.get(t, ""),
+                        "kind": cov.structural[t],
+                        "role": cov.role(t),
+                        "generated": occurrences.get(t, 0),
+                    }
+                    for t in found[:32]
+                ],
+                "roles": roles,
+                "positions": positions,
+                "steps_cut": cut,
+                "cost": {
+                    "acceptance_length_drop": drop,
+                    "share_of_positions": share,
+                    "basis": "measured",
+                    "how": "live probe: verify steps whose accepted chain stopped at a missing structural "
+                    "token / verify steps (a lower bound); share: their occurrences / generated positions",
+                },
+            },
+            fix="Rebuild the map with these ids forced in and retrain the head on them (see the static "
+            "finding of diagnose --target).",
+        )
+    ]
 
 
 def length_prompt_ids(
@@ -285,7 +372,12 @@ def probe_served(
         kw = dict(template_kwargs or {})
         result.chat = {"template_kwargs": kw, "mode": default_mode(tchat, kw), "add_generation_prompt": True}
     if tchat is not None:
-        result.segments = segment_acceptance(ids, result.live.outputs, result.live.cycles, k, tchat)
+        mask = _draft_vocab(drafter, target)
+        result.segments = segment_acceptance(ids, result.live.outputs, result.live.cycles, k, tchat, mask)
+        if mask is not None:
+            cov = special_coverage(mask, tchat, generation_eos_ids(target))
+            result.findings = measured_special_findings(cov, result.live.outputs, result.live.cycles, k)
+
     if lengths:
         if render and tchat is not None:
             rchat = tchat
@@ -315,3 +407,14 @@ def probe_served(
     elif trained_length is not None:
         result.by_length = {"rows": [], "trained_length": trained_length, "trained_length_from": trained_from}
     return result
+
+
+def _draft_vocab(drafter: str | Path, target: str | Path) -> Any | None:
+    """The drafter's draft vocabulary as a bool ``[V]`` mask (t2d, or d2t decoded); None when the
+    checkpoint does not say (a full-vocabulary drafter: everything is reachable)."""
+    from eagle3_forensics.vocab.inputs.maps import load_mapping  # heavy: torch
+
+    try:
+        return load_mapping(drafter, target).t2d_mask
+    except (ValueError, UnusableInputError):
+        return None

@@ -91,6 +91,8 @@ def served_lines(r: ProbeResult) -> list[str]:
                     f"  {seg:20} {row['positions']:>9} {row['proposed']:>9} {row['accepted']:>9}  "
                     f"{_f(row['acceptance_rate'], 2):>5}  {_f(row['acceptance_length'])}"
                 )
+    for f in r.findings or []:
+        lines += ["", f"{f.severity.value}: {f.code}: {f.message}"]
     bl = r.by_length
     if bl is not None and bl.get("rows"):
         trained = bl.get("trained_length")
@@ -123,6 +125,9 @@ def segment_table(r: ProbeResult) -> Any:
             "accepted": row["accepted"],
             "acceptance rate": fmt.rate(row["acceptance_rate"]),
             "acceptance length": fmt.acceptance_length(row["acceptance_length"], "no verify step"),
+            "outside draft vocabulary": fmt.number(
+                row.get("outside_draft_vocab"), 0, "draft vocabulary unknown"
+            ),
         }
         for seg, row in r.segments["by_segment"].items()
     ]

@@ -13,9 +13,14 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("jinja2")
 from builders import CHAT_SPECIALS, build_target
 
-from eagle3_forensics.probe.served import length_prompt_ids, render_prompts, segment_acceptance
+from eagle3_forensics.probe.served import (
+    length_prompt_ids,
+    measured_special_findings,
+    render_prompts,
+    segment_acceptance,
+)
 from eagle3_forensics.vocab.chat import ChatTemplate
-from eagle3_forensics.vocab.special import target_chat
+from eagle3_forensics.vocab.special import special_coverage, target_chat
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"
@@ -57,6 +62,30 @@ def test_segments_count_each_draft_at_the_position_it_lands_on(chat: ChatTemplat
         None,
     )
     assert seg["tool_call"]["positions"] == 0
+
+
+def test_tokens_outside_the_draft_vocabulary_measured(chat: ChatTemplate) -> None:
+    import numpy as np
+
+    (prompt,) = render_prompts(chat, ["w20 w21"])
+    out = [THINK, 30, 31, END_THINK, 40, 41, EOS]
+    cycles = [(1, 2), (3, 0), (4, 2)]  # the second step stops at </think>
+    vocab = np.ones(64, dtype=bool)
+    vocab[END_THINK] = False
+    seg = segment_acceptance([prompt], [out], [cycles], 2, chat, vocab)["by_segment"]
+    assert (
+        seg["scaffold"]["outside_draft_vocab"] == 1 and seg["scaffold"]["steps_cut_outside_draft_vocab"] == 1
+    )
+    assert seg["reasoning"]["outside_draft_vocab"] == 0
+    (f,) = measured_special_findings(special_coverage(vocab, chat, [EOS]), [out], [cycles], 2)
+    assert f.code == "VOCAB_SPECIAL_TOKENS_MISSING" and f.severity.value == "error"
+    cost = f.evidence["cost"]
+    assert cost["basis"] == "measured" and cost["share_of_positions"] == pytest.approx(1 / 7)
+    assert cost["acceptance_length_drop"] == pytest.approx(1 / 3)
+    assert (
+        measured_special_findings(special_coverage(np.ones(64, dtype=bool), chat, [EOS]), [out], [cycles], 2)
+        == []
+    )
 
 
 def test_non_thinking_generation_prompt_labels_the_output_answer(chat: ChatTemplate) -> None:
@@ -108,6 +137,8 @@ def test_cli_chat_kwargs_and_lengths(tmp_path: Path, capsys: pytest.CaptureFixtu
     )
     assert long["beyond_trained"] is True and long["acceptance_length"] is None and "exceed" in long["note"]
     assert obj["by_length"]["trained_length"] == 100
+    assert obj["findings"] == []  # the healthy drafter holds every token the target generates
+    assert sum(row["outside_draft_vocab"] for row in seg.values()) == 0
 
 
 def _demo_prompts(n: int) -> list[str]:
