@@ -27,6 +27,7 @@ import numpy as np
 
 from eagle3_forensics.checks.context import Context
 from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.extras import installed
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.vocab.mapping.compare import selected_ids
 from eagle3_forensics.vocab.special import SpecialCoverage, generation_eos_ids, special_coverage, target_chat
@@ -123,6 +124,8 @@ def check_special_tokens(ctx: Context) -> Iterator[Finding]:
     t = ctx.target
     if t is None or not (t.path / "tokenizer.json").is_file():
         return
+    if not (installed("tokenizers") and installed("jinja2")):
+        return  # the core install (no models extra) cannot read the tokenizer: diagnose --target still runs
     d2t_name, t2d_name = ctx.find("d2t"), ctx.find("t2d")
     if d2t_name is None and t2d_name is None:
         return  # a full-vocabulary drafter (or D2T_MISSING's business)
