@@ -162,3 +162,12 @@ def test_cli_bad_served_options(extra: list[str], message: str, capsys: pytest.C
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.skipif(not (DEMO / "dumps" / "specforge").is_dir(), reason="no demo data")
+def test_trained_length_from_dumps() -> None:
+    pytest.importorskip("torch")
+    from eagle3_forensics.probe.served import trained_length_from_dumps
+
+    t = trained_length_from_dumps(DEMO / "dumps" / "specforge")
+    assert t["samples"] > 0 and t["p99"] <= t["max"] and t["max"] > 0
