@@ -43,6 +43,7 @@ CHECK_CATALOGUE: dict[str, str] = {
     "D2T_T2D_MISMATCH": "d2t and t2d describe different draft vocabularies.",
     "D2T_INVALID": "d2t cannot be a draft→target map (dtype, shape, range or duplicates).",
     "T2D_INVALID": "t2d is not a valid draft-vocabulary mask.",
+    "VOCAB_SPECIAL_TOKENS_MISSING": "Structural tokens (eos, think/tool tags, role markers) or byte pieces are outside the draft vocabulary.",
     "VOCAB_SIZE_INCONSISTENT": "Vocabulary sizes in config and tensors disagree.",
     "DRAFT_VOCAB_SIZE_MISSING": "draft_vocab_size is absent although the draft vocabulary is reduced.",
     "TIED_EMBEDDINGS_ON_REDUCED_VOCAB": "tie_word_embeddings is true on a reduced-vocabulary drafter.",

@@ -51,6 +51,13 @@ server_url = None  # live vLLM/SGLang server serving `target` with `checkpoint` 
 # server_engine: the engine behind server_url, "vllm" or "sglang" ("sglang==0.5.23" pins a release)
 server_engine = "vllm"
 explore_prompts = [0, 1, 2, 3]  # prompts (by position in the file) the explorer's Run probe starts with
+# as the server sees it: the request's chat_template_kwargs (None: the template's default; the
+# prompts are rendered with the template whenever the target has one), prompt lengths to probe, and
+# the trained length (or training dumps to take it from; None: unknown)
+chat_template_kwargs = None  # e.g. {"enable_thinking": False}
+lengths = [64, 256, 1024]  # prompt lengths in tokens; [] skips
+trained_length = None
+dumps = None  # e.g. "../data/demo/train/healthy"
 
 # %%
 import importlib.util
@@ -198,3 +205,51 @@ probe_explorer(
 record("probe", r.to_dict())
 record("variants", rows)
 record("server", sr.to_dict() if sr is not None else None)
+
+# %% [markdown]
+# ## As the server sees it: by segment and by prompt length
+#
+# A server renders each chat request with the target's template, the request's
+# `chat_template_kwargs` and the generation prompt, so drafting starts after the template's
+# scaffolding and, for a reasoning model, runs through a think block before the answer. Below:
+# live acceptance by **segment** of the position each draft token lands on (scaffold, reasoning,
+# answer, tool call — labelled from the full rendering), and against **prompt length** (prompts of
+# about N tokens built by concatenating the prompt texts), the trained length marked. CLI:
+# `eagle3-forensics probe ... --chat-template-kwargs JSON --lengths 64,256,1024 --trained-length N`.
+
+# %%
+from eagle3_forensics.probe.served import probe_served
+from eagle3_forensics.views.probe import length_figure, length_table, segment_table
+from eagle3_forensics.vocab.special import target_chat
+
+_chat = target_chat(target)
+served = probe_served(
+    checkpoint,
+    target,
+    prompts,
+    chat=_chat is not None and bool(_chat.template),
+    template_kwargs=chat_template_kwargs,
+    lengths=lengths,
+    trained_length=trained_length,
+    dumps=dumps,
+    prompts_per_length=1,
+    k=k,
+    max_new_tokens=max_new_tokens,
+    device=device,
+    engine=engine,
+    teacher_forced=False,
+    sweep=False,
+)
+print(f"rendered with the chat template: {served.chat is not None}  {served.chat or ''}")
+seg_table = segment_table(served)
+if seg_table is not None:
+    show_table(seg_table)
+
+# %%
+len_table = length_table(served)
+if len_table is not None:
+    show_table(len_table)
+length_figure(served)  # acceptance length against prompt length; nothing without lengths
+
+# %%
+record("served", {k_: served.to_dict().get(k_) for k_ in ("chat", "segments", "by_length")})

@@ -424,9 +424,11 @@ def build_target(
     max_pos: int | None = MAX_POS,
     architectures: list[str] | None = None,
     embedding: torch.Tensor | None = None,
+    chat: dict[str, int] | None = None,
 ) -> Path:
     """A tiny target: ``config.json`` and, with ``with_weights``, ``model.safetensors`` holding
-    ``model.embed_tokens.weight`` (:func:`target_embedding` unless given) and ``lm_head.weight``."""
+    ``model.embed_tokens.weight`` (:func:`target_embedding` unless given) and ``lm_head.weight``;
+    with ``chat`` (special token -> id) a chat tokenizer too (:func:`write_chat_tokenizer`)."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     cfg: dict[str, Any] = {
@@ -445,6 +447,8 @@ def build_target(
     if max_pos is not None:
         cfg["max_position_embeddings"] = max_pos
     (d / "config.json").write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
+    if chat is not None:
+        write_chat_tokenizer(d, vocab, chat)
     if with_weights:
         emb = embedding if embedding is not None else target_embedding(vocab, hidden)
         save_file(
@@ -456,6 +460,33 @@ def build_target(
             metadata={"format": "pt"},
         )
     return d
+
+
+#: a Qwen3-like template over the demo chat format's tokens (thinking by default; enable_thinking=false
+#: closes an empty think block in the generation prompt)
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ '<|' + m.role + '|>' }} {{ m.content }}<|end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|> "
+    "{% if enable_thinking is defined and enable_thinking is false %}<think></think> {% endif %}"
+    "{% endif %}"
+)
+CHAT_SPECIALS = {"[UNK]": 2, "<|user|>": 3, "<|assistant|>": 4, "<|end|>": 5, "<think>": 6, "</think>": 7}
+
+
+def write_chat_tokenizer(directory: Path, vocab: int, specials: dict[str, int]) -> None:
+    """A real word-level ``tokenizer.json`` of ``vocab`` tokens (``w<i>`` words, ``specials`` at their
+    ids as added tokens), :data:`CHAT_TEMPLATE` with eos ``<|end|>``, and ``generation_config.json``."""
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+
+    words = {f"w{i}": i for i in range(vocab) if i not in specials.values()}
+    tok = Tokenizer(models.WordLevel({**words, **specials}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.add_special_tokens([AddedToken(t, special=True) for t in sorted(specials, key=specials.__getitem__)])
+    tok.save(str(directory / "tokenizer.json"))
+    cfg = {"eos_token": "<|end|>", "unk_token": "[UNK]", "chat_template": CHAT_TEMPLATE}
+    (directory / "tokenizer_config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    eos = specials.get("<|end|>")
+    (directory / "generation_config.json").write_text(json.dumps({"eos_token_id": eos}), encoding="utf-8")
 
 
 # -- a hostile drafter --------------------------------------------------------------------------

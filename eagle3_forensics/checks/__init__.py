@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from eagle3_forensics.checks import (
     aux_layers,
     norms,
+    special_tokens,
     structure,
     target_capture,
     target_fit,
@@ -21,6 +22,7 @@ Check = Callable[[Context], Iterator[Finding]]
 ALL_CHECKS: tuple[Check, ...] = (
     *structure.CHECKS,
     *vocab_map.CHECKS,
+    *special_tokens.CHECKS,
     *target_capture.CHECKS,
     *aux_layers.CHECKS,
     *norms.CHECKS,

@@ -3,23 +3,37 @@
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from eagle3_forensics.cli.diagnose import engine_spec_arg
 from eagle3_forensics.cli.output import emit_json
 from eagle3_forensics.engines import ENGINE_NAMES, resolve_release
+from eagle3_forensics.errors import BadArgumentsError
 
 
 def run(args: argparse.Namespace) -> int:
     if args.engine != "reference":
         resolve_release(args.engine)  # an unknown engine or release: BadArgumentsError, one line, exit 2
-    from eagle3_forensics.probe.core import probe  # heavy: torch, transformers
+    kwargs = _template_kwargs(args.chat_template_kwargs)
+    from eagle3_forensics.probe.served import parse_lengths, probe_served  # heavy: torch, transformers
     from eagle3_forensics.views.probe import render_probe  # heavy: torch
 
-    result = probe(
+    lengths = parse_lengths(args.lengths) if args.lengths else []
+    for name in ("trained_length", "length_prompts"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            raise BadArgumentsError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    result = probe_served(
         args.drafter,
         args.target,
         args.prompts,
+        chat=args.chat,
+        template_kwargs=kwargs,
+        lengths=lengths,
+        trained_length=args.trained_length,
+        dumps=args.dumps,
+        prompts_per_length=args.length_prompts or 2,
         k=args.k,
         max_new_tokens=args.max_new_tokens,
         device=args.device,
@@ -33,6 +47,21 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render_probe(result))
     return code
+
+
+def _template_kwargs(value: str | None) -> dict[str, Any] | None:
+    """``--chat-template-kwargs`` as the object a server's ``chat_template_kwargs`` takes."""
+    if value is None:
+        return None
+    try:
+        obj = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise BadArgumentsError(f"--chat-template-kwargs is not JSON: {exc.msg}") from None
+    if not isinstance(obj, dict):
+        raise BadArgumentsError(
+            "--chat-template-kwargs must be a JSON object, e.g. '{\"enable_thinking\": false}'"
+        )
+    return obj
 
 
 def _engine_arg(value: str) -> str:
@@ -72,6 +101,27 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         help="load the drafter as its writer meant it (reference) or as this engine release would "
         f"({', '.join(ENGINE_NAMES)}, e.g. sglang==0.5.11)",
     )
+    pr.add_argument(
+        "--chat",
+        action="store_true",
+        help="render each prompt as a user turn with the target's chat template and the generation prompt, "
+        "as vLLM/SGLang do for chat requests",
+    )
+    pr.add_argument(
+        "--chat-template-kwargs",
+        metavar="JSON",
+        help="the request's chat_template_kwargs, e.g. '{\"enable_thinking\": false}' (implies --chat)",
+    )
+    pr.add_argument(
+        "--lengths",
+        metavar="N,N,...",
+        help="acceptance against prompt length: prompts of about N tokens (the prompt texts concatenated)",
+    )
+    pr.add_argument(
+        "--trained-length", type=int, help="the drafter's trained sequence length, marked in --lengths"
+    )
+    pr.add_argument("--dumps", help="training dumps: the trained length is their longest sample (p99 shown)")
+    pr.add_argument("--length-prompts", type=int, help="prompts per length (default 2)")
     pr.add_argument("--no-sweep", action="store_true", help="skip the aux-layer sweep")
     pr.add_argument("--no-teacher-forced", action="store_true", help="skip the teacher-forced estimate")
     pr.add_argument("--json", action="store_true", help="print exactly one JSON object")

@@ -2,7 +2,7 @@
 
 ``add_parser`` registers the ``vocab`` command with :mod:`eagle3_forensics.cli.main`. Every command prints one JSON object with
 ``--json``, or a few readable lines. Exit codes: ``classify`` 0 when the map is consistent, 1
-when not; ``compare`` 0 when both maps select the same ids, 1 when they differ (like ``cmp``);
+when not (or when an error-level VOCAB_SPECIAL_TOKENS_MISSING is found with ``--target``); ``compare`` 0 when both maps select the same ids, 1 when they differ (like ``cmp``);
 ``build`` and ``coverage`` 0; 2 for unusable input or bad arguments (raised as ``UnusableInputError``/
 ``BadArgumentsError`` and turned into one stderr line, and with ``--json`` one JSON object, by ``cli.main``).
 """
@@ -46,11 +46,17 @@ def classify(args: argparse.Namespace) -> int:
     check = None
     if args.target is not None and m.source == "checkpoint":
         check = lm_head_row_check(args.path, args.target, required=False)
-    code = EXIT_OK if res.consistent else EXIT_FINDINGS
+    special, findings = _special_tokens(args, m)
+    bad = any(f.severity.value == "error" for f in findings)
+    code = EXIT_OK if res.consistent and not bad else EXIT_FINDINGS
     if args.json:
+        extra: dict[str, Any] = {}
+        if special is not None:
+            extra = {"special_tokens": special, "findings": [f.to_dict() for f in findings]}
         emit_json(
             "vocab-classify",
             {
+                **extra,
                 "path": str(args.path),
                 "source": m.source,
                 "consistent": res.consistent,
@@ -93,7 +99,46 @@ def classify(args: argparse.Namespace) -> int:
                 f"lm_head rows ({check.method}): the head matches {best}; "
                 f"what engines use confirmed: {check.d2t_confirmed}"
             )
+        if special is not None:
+            share = special["share_of_positions"].get("structural")
+            cost = f", {_pct(share)} of the loss-masked positions" if share is not None else ""
+            print(
+                f"structural tokens: {special['structural']}, missing {special['missing_count']}{cost}; "
+                f"byte pieces: {special['byte_pieces']}, missing {special['missing_bytes']}"
+            )
+            for f in findings:
+                print(f"{f.severity.value}: {f.code}: {f.message}")
     return code
+
+
+def _special_tokens(args: argparse.Namespace, m: Any) -> tuple[dict[str, Any] | None, list[Any]]:
+    """VOCAB_SPECIAL_TOKENS_MISSING with ``--target`` (its tokenizer), costed with ``--ids``."""
+    if args.target is None:
+        if args.ids is not None:
+            raise UnusableInputError("--ids needs --target (the structural tokens come from its tokenizer)")
+        return None, []
+    from eagle3_forensics.checks.special_tokens import special_token_findings  # heavy: numpy
+    from eagle3_forensics.vocab.inputs.tokens import iter_token_chunks  # heavy: numpy, torch
+    from eagle3_forensics.vocab.special import (  # heavy: numpy
+        add_data_cost,
+        generation_eos_ids,
+        special_coverage,
+        target_chat,
+    )
+
+    chat = target_chat(args.target)
+    if chat is None:
+        if args.ids is not None:
+            raise UnusableInputError(f"--ids needs the target's tokenizer.json ({args.target} has none)")
+        return None, []
+    try:
+        mask = m.t2d_mask
+    except (ValueError, UnusableInputError):
+        return None, []  # which ids are selected is unknown: the classification says why
+    cov = special_coverage(mask, chat, generation_eos_ids(args.target))
+    if args.ids is not None:
+        add_data_cost(cov, iter_token_chunks(args.ids))
+    return cov.to_dict(), special_token_findings(cov)
 
 
 def build(args: argparse.Namespace) -> int:
@@ -235,7 +280,16 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
 
     c = vs.add_parser("classify", help="classify d2t/t2d and show the evidence and the fix (exit 1 if wrong)")
     c.add_argument("path", help=where)
-    c.add_argument("--target", help="target model directory: vocabulary size and the lm_head row check")
+    c.add_argument(
+        "--target",
+        help="target model directory: vocabulary size, the lm_head row check and (with its tokenizer) "
+        "the structural tokens the draft vocabulary must hold",
+    )
+    c.add_argument(
+        "--ids",
+        help="token ids of the training data (.safetensors/.pt/.npz with input_ids + loss_mask, or .npy): "
+        "what the missing structural tokens and byte pieces cost (needs --target)",
+    )
     c.add_argument("--json", action="store_true", help="print exactly one JSON object")
     c.set_defaults(json_command="vocab-classify")
 

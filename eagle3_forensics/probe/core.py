@@ -40,6 +40,7 @@ import torch
 
 from eagle3_forensics.demo.world import VARIANTS
 from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.findings import Finding
 from eagle3_forensics.probe.decode import GreedyRun, LiveRun, greedy_decode, speculative_decode
 from eagle3_forensics.probe.proposers import Eagle3Proposer, Proposer
 from eagle3_forensics.probe.teacher_forced import (
@@ -78,6 +79,12 @@ class ProbeResult:
     aux_sweep: AuxSweep | None
     view: dict[str, Any] | None
     temperature: float = 0.0
+    # probe as the server sees it (probe/served.py): how prompts were rendered, acceptance by
+    # segment, acceptance against prompt length; None when not measured (then absent from to_dict)
+    chat: dict[str, Any] | None = None
+    segments: dict[str, Any] | None = None
+    by_length: dict[str, Any] | None = None
+    findings: list[Finding] | None = None  # what the served probe measured (VOCAB_SPECIAL_TOKENS_MISSING)
 
     # -- live metrics ------------------------------------------------------------------------
     @property
@@ -152,6 +159,16 @@ class ProbeResult:
             "aux_sweep": None if self.aux_sweep is None else self.aux_sweep.to_dict(),
             "view": self.view,
             "conventions": CONVENTIONS,
+            **{
+                key: value
+                for key, value in (
+                    ("chat", self.chat),
+                    ("segments", self.segments),
+                    ("by_length", self.by_length),
+                )
+                if value is not None
+            },
+            **({"findings": [f.to_dict() for f in self.findings]} if self.findings is not None else {}),
         }
 
 

@@ -30,6 +30,8 @@ class LiveRun:
     new_tokens: int = 0
     seconds: float = 0.0
     outputs: list[list[int]] = field(default_factory=list)
+    # per prompt, per verify step: (index in the output of the first draft's position, drafts accepted)
+    cycles: list[list[tuple[int, int]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.per_pos:
@@ -54,6 +56,7 @@ def speculative_decode(
     out = [bonus]
     proposer.start(list(prompt), step.aux, bonus)
     n = len(prompt)  # tokens in the target cache; the bonus sits at position n, not yet cached
+    cycles: list[tuple[int, int]] = []
     while len(out) < max_new_tokens:
         drafts = proposer.propose(k)
         valid: list[int] = []
@@ -71,6 +74,7 @@ def speculative_decode(
         target.crop(cache, n + 1 + n_acc)
         proposer.accept(committed, None if step.aux is None else step.aux[: n_acc + 1])
         n += 1 + n_acc
+        cycles.append((len(out), n_acc))  # draft i of this step lands at out[len(out) + i]
         out.extend(committed)
         run.num_drafts += 1
         run.drafted += k
@@ -82,6 +86,7 @@ def speculative_decode(
     out = out[:max_new_tokens]
     run.new_tokens += len(out)
     run.outputs.append(out)
+    run.cycles.append(cycles)
     return out
 
 

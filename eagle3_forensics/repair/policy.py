@@ -229,6 +229,11 @@ POLICY: dict[str, Policy] = {
             "pass --rebuild-vocab-from FILE to rebuild d2t/t2d for the shipped lm_head",
         ),
     ),
+    "VOCAB_SPECIAL_TOKENS_MISSING": Policy(
+        REFUSE,
+        reason="the head has no rows for the missing tokens; adding them to the map needs retraining",
+        options=("rebuild the map with the structural tokens forced in and retrain the head",),
+    ),
     "DRAFT_VOCAB_SIZE_MISSING": Policy(
         FIX,
         (CONFIG,),

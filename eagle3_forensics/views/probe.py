@@ -71,7 +71,111 @@ def render_probe(r: ProbeResult) -> str:
                 f"                       checkpoint keys not used: {len(v['ignored_keys'])} "
                 f"(e.g. {v['ignored_keys'][0]})"
             )
+    lines += served_lines(r)
     return "\n".join(lines)
+
+
+def served_lines(r: ProbeResult) -> list[str]:
+    """The CLI text of the rendering, segment and length blocks (probe/served.py)."""
+    lines: list[str] = []
+    if r.chat is not None:
+        lines += [
+            "",
+            f"chat template          kwargs {r.chat['template_kwargs']}  mode {r.chat['mode'] or 'n/a'}",
+        ]
+    if r.segments is not None:
+        lines += ["", "by segment             positions  proposed  accepted  rate   acceptance length"]
+        for seg, row in r.segments["by_segment"].items():
+            if row["positions"] or row["proposed"]:
+                lines.append(
+                    f"  {seg:20} {row['positions']:>9} {row['proposed']:>9} {row['accepted']:>9}  "
+                    f"{_f(row['acceptance_rate'], 2):>5}  {_f(row['acceptance_length'])}"
+                )
+    for f in r.findings or []:
+        lines += ["", f"{f.severity.value}: {f.code}: {f.message}"]
+    bl = r.by_length
+    if bl is not None and bl.get("rows"):
+        trained = bl.get("trained_length")
+        mark = (
+            f"trained length {trained} ({bl.get('trained_length_from')})"
+            if trained
+            else "trained length unknown"
+        )
+        lines += ["", f"by prompt length       {mark}", "  length  prompt tokens  acceptance length  rate"]
+        for row in bl["rows"]:
+            flag = "  > trained" if row["beyond_trained"] else ""
+            lines.append(
+                f"  {row['length']:>6}  {row['prompt_tokens']:>13}  {_f(row['acceptance_length']):>17}  "
+                f"{_f(row['acceptance_rate'], 2)}{flag}{'  ' + row['note'] if row['note'] else ''}"
+            )
+    return lines
+
+
+def segment_table(r: ProbeResult) -> Any:
+    """Acceptance per segment (scaffold, reasoning, answer, tool call); None when not measured."""
+    import pandas as pd  # optional: notebooks only
+
+    if r.segments is None:
+        return None
+    rows = [
+        {
+            "segment": seg,
+            "share of positions": fmt.percent(row["share_of_positions"]),
+            "proposed": row["proposed"],
+            "accepted": row["accepted"],
+            "acceptance rate": fmt.rate(row["acceptance_rate"]),
+            "acceptance length": fmt.acceptance_length(row["acceptance_length"], "no verify step"),
+            "outside draft vocabulary": fmt.number(
+                row.get("outside_draft_vocab"), 0, "draft vocabulary unknown"
+            ),
+        }
+        for seg, row in r.segments["by_segment"].items()
+    ]
+    return pd.DataFrame(rows)
+
+
+def length_table(r: ProbeResult) -> Any:
+    """Acceptance against prompt length, the rows past the trained length marked; None when not measured."""
+    import pandas as pd  # optional: notebooks only
+
+    if r.by_length is None or not r.by_length.get("rows"):
+        return None
+    rows = [
+        {
+            "prompt length": row["length"],
+            "prompt tokens (mean)": row["prompt_tokens"],
+            "acceptance length": fmt.acceptance_length(
+                row["acceptance_length"], row["note"] or "not measured"
+            ),
+            "acceptance rate": fmt.rate(row["acceptance_rate"]),
+            "past trained length": fmt.yes_no(row["beyond_trained"]),
+        }
+        for row in r.by_length["rows"]
+    ]
+    return pd.DataFrame(rows)
+
+
+def length_figure(r: ProbeResult) -> Any:
+    """Acceptance length against prompt length, a vertical line at the trained length; None when not measured."""
+    from matplotlib.figure import Figure  # optional: notebooks only
+
+    if r.by_length is None or not r.by_length.get("rows"):
+        return None
+    pts = [
+        (row["length"], row["acceptance_length"]) for row in r.by_length["rows"] if row["acceptance_length"]
+    ]
+    fig = Figure(figsize=(6.4, 3.2), layout="constrained")
+    ax = fig.subplots()
+    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label="live acceptance length")
+    trained = r.by_length.get("trained_length")
+    if trained:
+        ax.axvline(trained, color="#c33", linestyle="--", label=f"trained length {trained}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("prompt tokens")
+    ax.set_ylabel("acceptance length")
+    ax.set_ylim(1, r.k + 1)
+    ax.legend(fontsize=8)
+    return fig
 
 
 # -- notebook tables and figures (pandas / matplotlib imported lazily; no computation beyond tabulating)

@@ -213,6 +213,28 @@ def structural_tokens(chat: ChatTemplate, eos_ids: Sequence[int] = ()) -> Struct
     return StructuralTokens(kinds=kinds, texts=texts)
 
 
+def generated_structural_ids(chat: ChatTemplate) -> set[int]:
+    """Ids the template writes *inside the assistant's turn* — after the generation prompt, up to and
+    including the turn's end — in each mode, with and without reasoning: what the generation itself
+    emits structurally (the turn-end eos, think tags, pieces around them), as opposed to prompt-side
+    scaffolding (role markers, the generation prompt) that a drafter never proposes."""
+    out: set[int] = set()
+    modes: list[str | None] = [None, *supported_modes(chat)]
+    for mode in modes:
+        for reasoning in (False, True):
+            conv = _probe_conversation(reasoning)
+            try:
+                prompt = chat.render(conv[:1], mode=mode, add_generation_prompt=True)
+                full = chat.render(conv, mode=mode)
+            except UnusableInputError:
+                continue
+            common = 0  # where the rendered turn leaves the generation prompt
+            while common < min(len(prompt), len(full)) and prompt[common] == full[common]:
+                common += 1
+            out.update(_scaffold_ids(chat, full[common:]))
+    return out
+
+
 def _scaffold_ids(chat: ChatTemplate, text: str) -> list[int]:
     """Ids of the tokens of ``text`` that lie outside the sentinel contents: what the template wrote."""
     content: list[tuple[int, int]] = []

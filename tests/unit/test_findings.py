@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
 import torch
 from builders import (
+    CHAT_SPECIALS,
     SMALL_V,
     DrafterSpec,
     V,
@@ -705,6 +706,28 @@ CASES: list[Case] = [
         N1,
         target={"rope_theta": 500000.0},
         good_target={},
+    ),
+    Case(
+        # the draft vocabulary (0..9 and scattered ids) lacks </think> placed at id 10; the good
+        # target keeps every chat special token inside 0..9
+        "special_tokens_think_end",
+        "VOCAB_SPECIAL_TOKENS_MISSING",
+        "error",
+        N1,
+        target={"chat": {**CHAT_SPECIALS, "</think>": 10}},
+        good_target={"chat": CHAT_SPECIALS},
+        evidence={"what": "structural", "kinds": ["reasoning_tag"]},
+    ),
+    Case(
+        # the turn-end eos; the good target lacks only <|user|> in the draft vocabulary: a prompt-side
+        # role marker the drafter never proposes, so no finding
+        "special_tokens_turn_end",
+        "VOCAB_SPECIAL_TOKENS_MISSING",
+        "error",
+        N1,
+        target={"chat": {**CHAT_SPECIALS, "<|end|>": 10}},
+        good_target={"chat": {**CHAT_SPECIALS, "<|user|>": 10}},
+        evidence={"kinds": ["eos"], "roles": ["critical"]},
     ),
     Case(
         "context_too_short",

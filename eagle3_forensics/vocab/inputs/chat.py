@@ -10,9 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_forensics.errors import UnusableInputError
-from eagle3_forensics.vocab.inputs.tokens import _one_line
 
 TOKENIZER_FILE = "tokenizer.json"
+
+
+def _one_line(exc: BaseException) -> str:
+    # not vocab.inputs.tokens' twin: that module imports torch, and diagnose --target reads the
+    # target's tokenizer and template through this one (the core install has no torch)
+    return " ".join((str(exc) or type(exc).__name__).split())[:200]
 
 
 def load_tokenizer(tokenizer_dir: str | Path) -> Any:
