@@ -22,9 +22,14 @@ the greedy requests the probes send. Facts were read in the released wheels name
   SYNTHETIC_MODE`` in both rejection kernels: a CPU server started with ``synthetic`` comes up and
   dies at the first verify step (run in the engine tier).
 
-SGLang has no table here: its lossy knobs (``--speculative-accept-threshold-single`` / ``-acc``)
-act on sampled requests only, and its tree (``--speculative-eagle-topk`` > 1) is already
-``LAUNCH_TREE_DRAFTING``.
+- ``sglang==0.5.23``: ``--speculative-accept-threshold-single`` / ``-acc`` (default 1.0; below it
+  drafts are accepted more easily: lossy) and ``--speculative-use-block-verification`` act only on
+  sampled requests (``eagle_utils``: greedy batches take the greedy verify path), so they flag the
+  server's own figures over its traffic, not the probe's greedy measurement. A live server reports
+  them in ``server_args`` (``/get_server_info``); the environment variable
+  ``SGLANG_SIMULATE_ACC_LEN`` (a simulated acceptance) is never reported. Its tree
+  (``--speculative-eagle-topk`` > 1) is ``LAUNCH_TREE_DRAFTING``. Older SGLang releases were not
+  read: no table, nothing judged.
 """
 
 from __future__ import annotations
@@ -75,12 +80,20 @@ class VerifyKnob:
     other: Value | None = None
     fix: str = ""
     shape: bool = False
+    numeric: bool = False  # compared as numbers: 1, 1.0 and "1.0" are the same value ("1.0")
 
     def normalise(self, raw: Any) -> str | None:
         if raw is None or (isinstance(raw, str) and not raw.strip()):
             return None
         if self.shape:
             return raw if raw in ("chain", "tree") else ("chain" if is_chain(str(raw)) else "tree")
+        if isinstance(raw, bool):
+            return "true" if raw else "false"
+        if self.numeric:
+            try:
+                return repr(float(raw))
+            except (TypeError, ValueError):
+                return str(raw)
         if isinstance(raw, str):
             return raw
         return str(raw)
@@ -271,7 +284,76 @@ VLLM_0_33_0 = replace(
 VLLM_0_32_0 = replace(VLLM_0_32_0, citations=cite(VLLM_0_32_0.sources))
 VLLM_0_33_0 = replace(VLLM_0_33_0, citations=cite(VLLM_0_33_0.sources))
 
-VERIFY_RELEASES: dict[str, tuple[VerifyRules, ...]] = {"vllm": (VLLM_0_32_0, VLLM_0_33_0)}
+# -- SGLang -----------------------------------------------------------------------------------------
+
+_SG = "sglang"
+_SG_GREEDY = (
+    "greedy requests take the greedy verify path (eagle_utils: is_all_greedy), so only sampled traffic is "
+    "affected"
+)
+
+
+def _threshold(setting: str, key: str, what: str) -> VerifyKnob:
+    return VerifyKnob(
+        setting=setting,
+        key=key,
+        default="1.0",
+        values=(Value("1.0", Effect.EXACT, "no relaxed acceptance"),),
+        other=Value(None, Effect.LOSSY, f"{what}; {_SG_GREEDY}", greedy=False),
+        fix=f"--{key.replace('_', '-')} 1.0",
+        numeric=True,
+    )
+
+
+SGLANG_0_5_23 = VerifyRules(
+    engine="sglang",
+    package=_SG,
+    first="0.5.23",
+    last="0.5.23",
+    knobs=(
+        _threshold(
+            "accept_threshold_single",
+            "speculative_accept_threshold_single",
+            "accepts a draft whose target probability exceeds the threshold",
+        ),
+        _threshold(
+            "accept_threshold_acc",
+            "speculative_accept_threshold_acc",
+            "raises a draft's acceptance probability from p to min(1, p / threshold)",
+        ),
+        VerifyKnob(
+            setting="block_verification",
+            key="speculative_use_block_verification",
+            default="false",
+            values=(
+                Value("false", Effect.EXACT, "token-wise verification"),
+                Value(
+                    "true",
+                    Effect.DIFFERENT,
+                    f"block verification: lossless, but not a token-wise chain's acceptance; {_SG_GREEDY}",
+                    greedy=False,
+                ),
+            ),
+            fix="drop --speculative-use-block-verification",
+        ),
+    ),
+    live="/get_server_info (or /server_info): server_args.<key>",
+    not_live="the server answers neither /get_server_info nor /server_info; SGLANG_SIMULATE_ACC_LEN (a simulated "
+    "acceptance set in the environment) is never reported",
+    sources=(
+        f"{_SG}==0.5.23 sglang/srt/arg_groups/fields/spec.py (speculative_accept_threshold_single, "
+        "speculative_accept_threshold_acc, speculative_use_block_verification)",
+        f"{_SG}==0.5.23 sglang/srt/speculative/eagle_utils.py (greedy verify when is_all_greedy; thresholds "
+        "passed to the sampling kernels)",
+        f"{_SG}==0.5.23 sglang/srt/speculative/spec_sampling_mask.py (SGLANG_SIMULATE_ACC_LEN)",
+    ),
+)
+SGLANG_0_5_23 = replace(SGLANG_0_5_23, citations=cite(SGLANG_0_5_23.sources))
+
+VERIFY_RELEASES: dict[str, tuple[VerifyRules, ...]] = {
+    "vllm": (VLLM_0_32_0, VLLM_0_33_0),
+    "sglang": (SGLANG_0_5_23,),
+}
 
 # What an in-process probe runs: exact greedy verification of a chain, the checkpoint as stored.
 IN_PROCESS: dict[str, str | None] = {
@@ -280,11 +362,15 @@ IN_PROCESS: dict[str, str | None] = {
     "draft_quantization": None,
     "draft_lm_head_quantization": None,
     "token_tree": None,
+    "accept_threshold_single": "1.0",
+    "accept_threshold_acc": "1.0",
+    "block_verification": "false",
 }
 
 
 def verify_rules_for(engine: str, version: str | None) -> VerifyRules | None:
-    """The table for ``engine`` at ``version`` (the newest not newer; the newest when unknown), or ``None``."""
+    """The table for ``engine`` at ``version``: the newest not newer, the newest when the version is
+    unknown, ``None`` for an engine without tables or a release older than the oldest table read."""
     tables = VERIFY_RELEASES.get(engine)
     if not tables:
         return None
@@ -294,7 +380,7 @@ def verify_rules_for(engine: str, version: str | None) -> VerifyRules | None:
         key = version_key(version)
     except (ValueError, TypeError):
         return tables[-1]
-    chosen = tables[0]
+    chosen = None
     for table in tables:
         if version_key(table.first) <= key:
             chosen = table

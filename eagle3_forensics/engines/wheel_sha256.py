@@ -43,6 +43,7 @@ SHA256: dict[str, str] = {
     "sglang==0.5.23 sglang/srt/models/llama_eagle3.py": "b25e5f839b088ddf50138bce4a3c4569acc31f8203727b9a7e2a53c337287dac",
     "sglang==0.5.23 sglang/srt/models/minimax_m3_vl.py": "a3d56d4c671094cb23bc3cccd00395cbd112706944d0e0ce12b2428b951b8904",
     "sglang==0.5.23 sglang/srt/speculative/eagle_utils.py": "0687d33b2a9f743d28cf74435f2aba068c1ddd4220546c5d631c981a9883e09c",
+    "sglang==0.5.23 sglang/srt/speculative/spec_sampling_mask.py": "738d3592e5566ebb3782319b2156ec330467ea58c373fc2598b4e4e177052d53",
     "sglang==0.5.23 sglang/srt/speculative/eagle_worker_v2.py": "7d3548362886e540612587a3818b37e0d61daa91f116a47f22a757708ef4c32d",
     "speculators==0.3.0 speculators/models/eagle3/config.py": "b89b2802b831bd4ccbf16b3b04398969251ce73ff9040a357507357974453d2e",
     "speculators==0.3.0 speculators/models/eagle3/core.py": "adec1633736c5c3f9d9cef895e48576ebbed6e43ca74e4d7e0af77388f876dd6",

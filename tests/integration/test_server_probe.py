@@ -392,6 +392,8 @@ class FakeSglang:
     meta_override: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     verify_total: int = 0
     accept_total: float = 0.0
+    version: str = "0.5.x"
+    extra_args: dict[str, Any] = field(default_factory=dict)  # more server_args (verification settings)
 
     def info(self, body: Any, query: dict[str, str]) -> Reply:
         avg = self.accept_total / self.verify_total if self.verify_total else 0.0
@@ -411,7 +413,8 @@ class FakeSglang:
                 "enable_metrics": self.enable_metrics,
                 "max_total_num_tokens": 4096,
                 "internal_states": [{"avg_spec_accept_length": avg, "last_gen_throughput": 12.5}],
-                "version": "0.5.x",
+                "version": self.version,
+                **self.extra_args,
             },
         )
 

@@ -19,6 +19,7 @@ from test_server_probe import (
     NEW,
     PROMPTS,
     FakeServer,
+    FakeSglang,
     FakeVllm,
     codes,
     reference,
@@ -211,10 +212,42 @@ def test_a_launch_the_engine_refuses_is_bad_arguments(
     assert code == 2 and "--launch" in err
 
 
+def test_sglang_thresholds_are_lossy_for_sampled_traffic_only(prompts_file: Path) -> None:
+    args = {"speculative_accept_threshold_single": 1, "speculative_accept_threshold_acc": 0.5}
+    with FakeServer(FakeSglang(extra_args=args).routes()) as srv:
+        r = probe_server(srv.url, "sglang", prompts_file, max_new_tokens=NEW, compare_with=reference(3.4))
+    v = r.server["verify"]
+    assert v["release"] == "sglang 0.5.23" and v["lossy"] == ["accept_threshold_acc"]
+    assert v["lossy_for_greedy_requests"] == []
+    assert v["settings"]["accept_threshold_single"] == {
+        **v["settings"]["accept_threshold_single"],
+        "value": "1.0",
+    }
+    assert (
+        v["settings"]["accept_threshold_acc"]["source"]
+        == "/get_server_info server_args: speculative_accept_threshold_acc"
+    )
+    lossy = next(f for f in r.findings if f.code == "VERIFY_MODE_LOSSY")
+    assert lossy.evidence["affects_greedy_requests"] is False and "sampled traffic" in lossy.message
+    assert "--speculative-accept-threshold-acc 1.0" in (lossy.fix or "")
+    # the probe's greedy figure is the drafter's: the gap stays a decidable error
+    gap = next(f for f in r.findings if f.code == "ENGINE_GAP")
+    assert gap.severity.value == "error" and r.compare is not None and r.compare["decidable"]
+    assert "COMPARE_SETTINGS_DIFFER" not in codes(r)
+
+
+def test_an_sglang_release_older_than_the_tables_is_not_judged(prompts_file: Path) -> None:
+    fake = FakeSglang(version="0.5.11", extra_args={"speculative_accept_threshold_acc": 0.5})
+    with FakeServer(fake.routes()) as srv:
+        r = probe_server(srv.url, "sglang", prompts_file, max_new_tokens=NEW)
+    assert "verify" not in r.server and "VERIFY_MODE_LOSSY" not in codes(r)
+
+
 def test_the_tables_follow_the_releases() -> None:
     v32, v34 = verify_rules_for("vllm", "0.32.0"), verify_rules_for("vllm", "0.34.0")
     assert v32 is not None and v34 is not None and verify_rules_for("vllm", "0.33.0") is v34
-    assert verify_rules_for("sglang", "0.5.23") is None
+    assert verify_rules_for("sglang", "0.5.11") is None and verify_rules_for("vllm", "0.31.0") is None
+    assert verify_rules_for("sglang", "0.5.24") is verify_rules_for("sglang", None)
     rej32, rej34 = v32.knob("rejection_sample_method"), v34.knob("rejection_sample_method")
     assert rej32 is not None and rej34 is not None
     assert rej34.judge("fly").effect is Effect.LOSSY

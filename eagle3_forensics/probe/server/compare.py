@@ -98,9 +98,9 @@ def attach_comparison(
             cost=measured_cost,
         )
     verify = r.server.get("verify") if isinstance(r.server, dict) else None
-    lossy = list(verify.get("lossy") or []) if isinstance(verify, dict) else []
+    lossy = list(verify.get("lossy_for_greedy_requests") or []) if isinstance(verify, dict) else []
     for f in r.findings:
-        if f.code == "VERIFY_MODE_LOSSY":
+        if f.code == "VERIFY_MODE_LOSSY" and lossy:
             f.evidence["cost"] = measured_cost
     rows = []
     ref_cum = [float(x) for x in ref["per_position"]["cumulative"]]

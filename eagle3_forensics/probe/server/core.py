@@ -153,7 +153,7 @@ def probe_server(
     judge_verify(
         r,
         r.reported_spec,
-        "/server_info vllm_config.speculative_config" if r.reported_spec is not None else None,
+        r.reported_spec_source,
         (launched.speculative_config or {}) if launched is not None else None,
         "--launch" if launched is not None else None,
     )

@@ -57,6 +57,7 @@ class ServerProbeResult(ProbeResult):
     # the speculative config the server reported (vLLM /server_info), judged by probe.server.verify;
     # not serialised (server.verify carries what was read from it)
     reported_spec: dict[str, Any] | None = field(default=None, repr=False)
+    reported_spec_source: str | None = field(default=None, repr=False)
 
     @property
     def faulted(self) -> bool:

@@ -65,11 +65,14 @@ def judge_verify(
             settings[knob.setting].update(_preset(given))
     unknown = [s for s, v in settings.items() if v["effect"] == "unknown"]
     lossy = [s for s, v in settings.items() if v["effect"] == Effect.LOSSY.value]
+    # what the probe's greedy requests see: ENGINE_GAP is undecidable only under these
+    lossy_greedy = [s for s in lossy if settings[s].get("greedy_requests", True)]
     verify: dict[str, Any] = {
         "release": rules.release,
         "settings": settings,
         "sampling": {"temperature": GREEDY_TEMPERATURE, "source": "the probe's requests"},
         "lossy": lossy,
+        "lossy_for_greedy_requests": lossy_greedy,
         "unknown": unknown,
         "known": not unknown,
         "live": rules.live,
@@ -116,16 +119,21 @@ def _lossy_finding(
         if knob is not None and knob.fix:
             fixes.append(knob.fix)
     preset = settings.get("rejection_sample_method", {}).get("preset_acceptance_length")
+    greedy = [n for n in lossy if settings[n].get("greedy_requests", True)]
+    consequence = (
+        "Its acceptance is not the drafter's: no comparison with the drafter's expected acceptance (ENGINE_GAP) "
+        "is decidable, and a low or high figure says nothing about the drafter."
+        if greedy
+        else "The probe's greedy requests do not take that path, so the figures measured here are the drafter's; "
+        "the server's own figures over sampled traffic (e.g. avg_spec_accept_length) are not."
+    )
     r.add(
         "VERIFY_MODE_LOSSY",
         Severity.WARNING,
-        f"{rules.release} verifies lossily here: "
-        + "; ".join(parts)
-        + ". Its acceptance is not the drafter's: "
-        "no comparison with the drafter's expected acceptance (ENGINE_GAP) is decidable, and a low or high "
-        "figure says nothing about the drafter.",
+        f"{rules.release} verifies lossily here: " + "; ".join(parts) + ". " + consequence,
         fix="Restart the server with " + " and ".join(fixes) + " to measure the drafter.",
         settings={n: settings[n] for n in lossy},
+        affects_greedy_requests=bool(greedy),
         preset_acceptance_length=preset,
         cost={
             "acceptance_length_drop": None,

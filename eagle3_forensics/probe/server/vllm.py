@@ -314,9 +314,12 @@ def _vllm_launch(http: HttpClient, r: ServerProbeResult) -> dict[str, Any]:
         r.add(
             "LAUNCH_SETTINGS_UNKNOWN",
             Severity.INFO,
-            "vLLM does not serve /server_info (it does only with VLLM_SERVER_DEV_MODE=1): the speculative method "
-            "and drafter path are unknown; K is read from the per-position counters.",
-            fix="Start the server with VLLM_SERVER_DEV_MODE=1 (trusted networks only), or pass --drafter.",
+            "vLLM does not serve /server_info (it does only with VLLM_SERVER_DEV_MODE=1): the speculative method, "
+            "drafter path and verification settings (rejection_sample_method, draft quantization, token tree) are "
+            "unknown, so a lossy verification (VERIFY_MODE_LOSSY) cannot be ruled out; K is read from the "
+            "per-position counters.",
+            fix="Start the server with VLLM_SERVER_DEV_MODE=1 (trusted networks only), or pass --drafter and "
+            "--launch COMMAND (the command the server was started with).",
         )
         return launch
     launch["source"] = "/server_info"
@@ -326,7 +329,7 @@ def _vllm_launch(http: HttpClient, r: ServerProbeResult) -> dict[str, Any]:
     if not isinstance(spec, dict):
         launch["method"] = None
         return launch
-    r.reported_spec = spec
+    r.reported_spec, r.reported_spec_source = spec, "/server_info vllm_config.speculative_config"
     method = spec.get("method")
     k = spec.get("num_speculative_tokens")
     launch.update(
