@@ -6,7 +6,8 @@ drafter's) is flagged ``VERIFY_MODE_LOSSY`` from what it reports on ``/server_in
 request is sent; the same drafter under the default settings is not. The CPU build asserts ``not
 SYNTHETIC_MODE`` in its rejection kernels (``vllm/utils/cpu_triton_utils.py``), so that server dies
 at the first verify step: the probe then also reports the fault (exit 4), and the finding is still
-there. Run with ``make test-engine``.
+there. Without ``VLLM_SERVER_DEV_MODE`` the server reports no verification settings; the command
+it was started with (``--launch``) then names them. Run with ``make test-engine``.
 """
 
 from __future__ import annotations
@@ -81,3 +82,33 @@ def test_the_default_server_is_not_flagged(figures: dict[str, Any]) -> None:
     assert "VERIFY_MODE_LOSSY" not in {f.code for f in r.findings}
     assert r.acceptance_length > 2.0  # the healthy drafter accepts (the synthetic preset would be 1.5)
     figures["verify_default"] = {"acceptance_length": r.acceptance_length, "verify": v}
+
+
+def test_without_dev_mode_the_launch_command_names_the_lossy_setting(
+    capsys: pytest.CaptureFixture[str], figures: dict[str, Any]
+) -> None:
+    with serving(HEALTHY, "verify-launch", spec_extra=SYNTHETIC, dev_mode=False) as server:
+        command = server.vllm_command()
+        code, d = run_cli(
+            capsys,
+            server.url,
+            "--engine",
+            "vllm",
+            "--prompts",
+            str(PROMPTS),
+            "--max-new-tokens",
+            str(TOKENS),
+            "--retries",
+            "0",
+            "--launch",
+            command,
+        )
+    assert "LAUNCH_SETTINGS_UNKNOWN" in {f["code"] for f in d["findings"]}  # no /server_info
+    v = d["server"]["verify"]
+    rej = v["settings"]["rejection_sample_method"]
+    assert v["known"] and v["lossy"] == ["rejection_sample_method"]
+    assert rej["value"] == "synthetic" and rej["source"] == "--launch: rejection_sample_method"
+    assert rej["preset_acceptance_length"] == pytest.approx(1.5)
+    assert "VERIFY_MODE_LOSSY" in {f["code"] for f in d["findings"]}
+    assert d["server"]["launch_command"]["program"] == "vllm serve"
+    figures["verify_launch"] = {"status": d["status"], "exit_code": code, "command": command}
