@@ -81,7 +81,8 @@ def render_server_probe(r: ServerProbeResult) -> str:
             f"vs reference ({c['reference']['engine']} view)  acceptance length {_f(al['reference'])} → "
             f"gap {al['gap']:+.3f}"
             + (f" ({al['relative_gap']:+.1%})" if al["relative_gap"] is not None else "")
-            + f"   {'within' if c['within_tolerance'] else 'OUTSIDE'} ±{c['tolerance']:.0%}",
+            + f"   {'within' if c['within_tolerance'] else 'OUTSIDE'} ±{c['tolerance']:.0%}"
+            + ("" if c.get("decidable", True) else "   (not decidable: VERIFY_MODE_LOSSY)"),
         ]
         for row in c["per_position"]:
             lines.append(

@@ -133,6 +133,7 @@ def test_engine_gap_is_not_decidable_under_a_lossy_verification(prompts_file: Pa
         "rejection_sample_method"
     ]
     assert r.exit_code == 0 and d["compare"]["decidable"] is False
+    assert "OUTSIDE ±10%   (not decidable: VERIFY_MODE_LOSSY)" in render_server_probe(r)
     lossy = next(f for f in d["findings"] if f["code"] == "VERIFY_MODE_LOSSY")
     assert lossy["evidence"]["cost"] == {
         "acceptance_length_drop": pytest.approx(3.4 - 2.5),
