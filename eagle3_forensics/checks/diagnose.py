@@ -26,7 +26,7 @@ from eagle3_forensics.io.config import DrafterConfig
 from eagle3_forensics.io.launch import split_command
 from eagle3_forensics.io.layout import FormatInfo, detect_format
 from eagle3_forensics.io.target import TargetInfo, open_target
-from eagle3_forensics.repair.policy import FIX, POLICY, REPAIRABLE_ENGINES
+from eagle3_forensics.repair.next_steps import CONVERSION_CODES, NextStep, fix_command, next_steps
 
 
 @dataclass
@@ -60,6 +60,15 @@ def inspect_checkpoint(path: str | Path) -> Inspection:
     return Inspection(str(path), detect_format(ckpt, cfg), ckpt.weight_format, list(ckpt), cfg)
 
 
+# per-engine verdict -> its group in ``engine_verdicts`` ("not applicable": the engine cannot read the config)
+_VERDICT_GROUPS = {
+    "healthy": "healthy",
+    "warnings": "warnings",
+    "broken": "broken",
+    "not applicable": "conversion_needed",
+}
+
+
 @dataclass
 class Diagnosis:
     checkpoint: str
@@ -73,6 +82,8 @@ class Diagnosis:
     releases: dict[str, str] = field(default_factory=dict)  # engine -> the release it was judged by
     launch: LaunchSettings | None = None  # diagnose --launch: the command as the judged release reads it
     proofs: dict[str, str] = field(default_factory=dict)  # engine -> "ran" | "read" (engines/proof.py)
+    # engine -> the --engine spec that names its judged release again (the commands in fixes use it)
+    specs: dict[str, str] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[Finding]:
@@ -85,9 +96,16 @@ class Diagnosis:
         return 1 if self.errors else 0
 
     def verdict(self, engine: str | None = None) -> str:
-        """'unusable' | 'broken' | 'warnings' | 'healthy' | 'not applicable', overall or for one engine."""
+        """'unusable' | 'broken' | 'warnings' | 'healthy' | 'not applicable', overall or for one engine.
+
+        'not applicable' for an engine is an engine that cannot read this config layout and was not
+        named by the user: the drafter needs a conversion for it. Overall it means no asked engine can
+        read the drafter, so the overall verdict is never 'healthy' when no engine can serve it.
+        """
         if self.unusable:
             return "unusable"
+        if engine is None and self.loads and all(self.verdict(e) == "not applicable" for e in self.engines):
+            return "not applicable"
         load = self.loads.get(engine) if engine else None
         if (
             load is not None
@@ -102,6 +120,64 @@ class Diagnosis:
             return "warnings"
         return "healthy"
 
+    def why(self, engine: str) -> list[str]:
+        """The finding codes behind one engine's verdict: its errors when broken, its warnings when
+        'warnings', the config it cannot read when it needs a conversion; none when healthy."""
+        verdict = self.verdict(engine)
+        if verdict == "not applicable":
+            return [f.code for f in self.findings if f.engine == engine and f.code in CONVERSION_CODES]
+        wanted = {"broken": Severity.ERROR, "warnings": Severity.WARNING}.get(verdict)
+        codes = [f.code for f in self.findings if f.engine in (None, engine) and f.severity is wanted]
+        return list(dict.fromkeys(codes))
+
+    def engine_verdicts(self) -> dict[str, Any]:
+        """Where the drafter is healthy, where it has warnings, where it is broken and where the
+        engine cannot read it (a conversion is needed), with the codes that say why and one line."""
+        groups: dict[str, list[str]] = {key: [] for key in _VERDICT_GROUPS.values()}
+        for e in self.engines:
+            groups.setdefault(_VERDICT_GROUPS.get(self.verdict(e), self.verdict(e)), []).append(e)
+        return {
+            **groups,
+            "why": {e: self.why(e) for e in self.engines if not self.unusable},
+            "servable": bool(groups["healthy"] or groups["warnings"]),
+            "summary": self.headline(),
+        }
+
+    def headline(self) -> str:
+        """The verdict line: ``HEALTHY`` when every asked engine agrees, else per group with its engines,
+        e.g. ``HEALTHY on vllm, speculators · CONVERSION NEEDED for sglang, eagle, tensorrt_llm``."""
+        if self.unusable or not self.engines:
+            return self.verdict().upper()
+        by: dict[str, list[str]] = {}
+        for e in self.engines:
+            by.setdefault(self.verdict(e), []).append(e)
+        if len(by) == 1 and "not applicable" not in by:
+            return next(iter(by)).upper()
+        order = ("healthy", "warnings", "broken", "not applicable")
+        parts = []
+        for verdict in order:
+            if verdict in by:
+                label = "CONVERSION NEEDED for" if verdict == "not applicable" else f"{verdict.upper()} on"
+                parts.append(f"{label} {', '.join(by[verdict])}")
+        return " · ".join(parts)
+
+    def code_counts(self) -> list[dict[str, Any]]:
+        """One entry per finding code (severity order): its severity, how many findings and the engines."""
+        out: dict[str, dict[str, Any]] = {}
+        for f in self.findings:
+            entry = out.setdefault(
+                f.code, {"code": f.code, "severity": f.severity.value, "count": 0, "engines": []}
+            )
+            entry["count"] += 1
+            if f.engine and f.engine not in entry["engines"]:
+                entry["engines"].append(f.engine)
+        return list(out.values())
+
+    def next_steps(self, out: str | None = None) -> list[NextStep]:
+        """What to do next, with this run's paths (:func:`eagle3_forensics.repair.next_steps.next_steps`)."""
+        target = None if self.target is None else str(self.target.path)
+        return next_steps(self.findings, self.checkpoint, specs=self.specs, out=out, target=target)
+
     def counts(self) -> dict[str, int]:
         return count_by_severity(self.findings)
 
@@ -114,6 +190,8 @@ class Diagnosis:
             "findings": [f.to_dict() for f in self.findings],
             "verdict": {"overall": self.verdict(), **{e: self.verdict(e) for e in self.engines}},
             "counts": self.counts(),
+            "codes": self.code_counts(),
+            "engine_verdicts": self.engine_verdicts(),
             "load": {e: r.to_dict() for e, r in self.loads.items()},
             "releases": self.releases,
             **({"proofs": self.proofs} if self.proofs else {}),
@@ -122,25 +200,16 @@ class Diagnosis:
 
 
 def _with_repair_hints(
-    findings: list[Finding], path: str, releases: dict[str, str] | None = None
+    findings: list[Finding], path: str, specs: dict[str, str] | None = None, target: str | None = None
 ) -> list[Finding]:
-    """Append the ``repair`` command to error fixes that ``repair`` handles for that engine.
-
-    Which codes it handles is ``repair.POLICY`` (one table); a refusal there keeps the manual fix.
-    """
-    releases = releases or {}
+    """Append the ``repair`` command (with this run's paths) to the fixes ``repair`` handles for that
+    engine: errors and config conversions. Which codes it handles is ``repair.POLICY`` (one table,
+    read by :func:`eagle3_forensics.repair.next_steps.fix_command`); a refusal keeps the manual fix."""
     out = []
     for f in findings:
-        policy = POLICY.get(f.code)
-        if (
-            f.severity is Severity.ERROR
-            and f.engine in REPAIRABLE_ENGINES
-            and policy is not None
-            and policy.action == FIX
-            and not policy.refuses(f)
-        ):
-            spec = releases.get(f.engine, f.engine)
-            hint = f"Automated: eagle3-forensics repair {path} --engine {spec} --out DST."
+        cmd = fix_command(f, path, specs=specs, target=target)
+        if cmd is not None:
+            hint = f"Automated: {cmd}"
             f = replace(f, fix=f"{f.fix} {hint}" if f.fix else hint)
         out.append(f)
     return out
@@ -208,7 +277,8 @@ def diagnose(
             found = _with_launch(found, ctx, settings, lrules, path, launch_base)
         proofs = {r.name: r.proof.value for r in releases}
         found = _with_proof(found, proofs, lrules)
-        findings = sort_findings(_with_repair_hints(found, str(path), specs))
+        tpath = None if target is None else str(target)
+        findings = sort_findings(_with_repair_hints(found, str(path), specs, tpath))
         return Diagnosis(
             str(path),
             ctx.fmt.label,
@@ -220,6 +290,7 @@ def diagnose(
             releases=judged_labels,
             launch=settings,
             proofs=proofs,
+            specs=specs,
         )
     except UnusableInputError as exc:
         d = unreadable(path, releases, str(exc))

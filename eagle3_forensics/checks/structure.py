@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Iterator
 
 from eagle3_forensics.checks.context import Context
@@ -92,8 +94,17 @@ def check_config_readable(ctx: Context) -> Iterator[Finding]:
                 "drafter_class": rules.drafter_class,
                 **ctx.evidence_base(rules.name),
             },
-            fix=rules.config_fix,
+            fix=_with_paths(rules.config_fix, ctx),
         )
+
+
+def _with_paths(text: str, ctx: Context) -> str:
+    """A release table's conversion command with this run's paths for its placeholders: ``SRC`` the
+    drafter, ``DST`` a sibling ``<drafter>-converted``, ``TARGET`` the target when one was given."""
+    paths = {"SRC": str(ctx.ckpt.path), "DST": f"{ctx.ckpt.path}-converted"}
+    if ctx.target is not None:
+        paths["TARGET"] = str(ctx.target.path)
+    return re.sub(r"\b(SRC|DST|TARGET)\b", lambda m: shlex.quote(paths.get(m.group(1), m.group(1))), text)
 
 
 def check_key_fates(ctx: Context) -> Iterator[Finding]:

@@ -169,14 +169,14 @@ def compare(args: argparse.Namespace) -> int:
                 f"selection from {s['selection_from']}, {s['fingerprint']}"
             )
         print(
-            f"common ids {cmp.common}, jaccard {cmp.jaccard:.4f}, only in a {d['only_in_a']['count']}, "
+            f"common ids {cmp.common}, jaccard {cmp.jaccard:.3f}, only in a {d['only_in_a']['count']}, "
             f"only in b {d['only_in_b']['count']}; d2t tensors equal: {cmp.d2t_equal}"
         )
         for side in ("a", "b"):
             ids = d[f"only_in_{side}"]["ids"]
             if ids:
                 print(f"only in {side} (first {len(ids)}): {ids}")
-        print("same selection" if cmp.identical else "the selections differ")
+        print(cmp.headline())
     return code
 
 

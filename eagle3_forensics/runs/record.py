@@ -117,3 +117,20 @@ def record_triage(t: Any) -> None:
     record_diagnosis(t.diagnosis)
     record_acceptance(t.probe)
     record("probe_note", t.probe_note)
+
+
+def record_why(w: Any) -> None:
+    """Record a :class:`~eagle3_forensics.views.why.WhyReport` (notebook 06): ``counts``, ``codes`` and
+    ``findings`` of every source it read (diagnose for the engine served, the data audit, the server),
+    the acceptance under the engine's view, and ``causes`` (the ranking) with ``cause_codes``.
+
+    No ``verdict``: 06 judges one engine, so the gate must not read the codes it does not report (00's
+    other engines) as findings that went away."""
+    found = [*w.diagnosis.findings, *([] if w.audit is None else w.audit.findings), *w.server_findings]
+    counts = {s: sum(1 for f in found if f.severity.value == s) for s in ("error", "warning", "info")}
+    record("counts", counts)
+    record("codes", list(dict.fromkeys(f.code for f in found)))
+    record("findings", [{"code": f.code, "severity": f.severity.value, "engine": f.engine} for f in found])
+    record_acceptance(None if w.measured is None else w.measured.served)
+    record("causes", w.ranking.to_dict())
+    record("cause_codes", w.ranking.codes)

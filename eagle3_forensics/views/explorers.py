@@ -192,7 +192,7 @@ def _compare_html(maps: Mapping[str, Any], a: str, b: str, tokens: TokenTable | 
         cmp = compare_maps(maps, a, b)
     except ValueError as exc:
         return _error(exc)
-    verdict = "the same selection" if cmp.identical else f"Jaccard {cmp.jaccard:.4f}"
+    verdict = cmp.headline()  # the Jaccard index rounded as the table rounds it (format.rate)
     only = only_ids_table(cmp, tokens, counts, limit=10)
     return (
         f"<p><b>{esc(a)}</b> against <b>{esc(b)}</b>: {esc(verdict)}</p>"

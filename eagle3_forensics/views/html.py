@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from eagle3_forensics.engines import split_spec
 from eagle3_forensics.errors import BadArgumentsError
 from eagle3_forensics.views.format import MISSING, tidy
+from eagle3_forensics.views.text import code_summary, verdict_word
 from eagle3_forensics.views.text import human_bytes as _human_bytes
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -35,7 +36,16 @@ VERDICT_COLOURS = {
     "warnings": "#ef6c00",
     "broken": "#c62828",
     "unusable": "#6a1b1a",
-    "not applicable": "#757575",
+    "not applicable": "#757575",  # the engine cannot read the config: a conversion is needed
+}
+# the verdict line's groups (Diagnosis.headline) -> colour; only a group of healthy engines is green
+_HEADLINE_COLOURS = {
+    "HEALTHY": VERDICT_COLOURS["healthy"],
+    "WARNINGS": VERDICT_COLOURS["warnings"],
+    "BROKEN": VERDICT_COLOURS["broken"],
+    "UNUSABLE": VERDICT_COLOURS["unusable"],
+    "CONVERSION": VERDICT_COLOURS["not applicable"],
+    "NOT": VERDICT_COLOURS["not applicable"],
 }
 SEVERITY_COLOURS = {"error": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
 SEVERITY_BACKGROUNDS = {"error": "#fdecea", "warning": "#fff4e5", "info": "#e8f1fb"}
@@ -137,7 +147,7 @@ def load_table(diagnosis: Diagnosis) -> pd.DataFrame:
                 "consumed": c["consumed"],
                 "skipped": c["skipped"],
                 "unfilled": c["unfilled"],
-                "verdict": diagnosis.verdict(name),
+                "verdict": verdict_word(diagnosis, name),
                 "config problem": visible(load.config_problem or ""),
             }
         )
@@ -283,12 +293,16 @@ def _badge(text: str, colour: str, big: bool = False) -> str:
 
 
 def verdict_html(diagnosis: Diagnosis) -> str:
-    """Overall and per-engine verdict badges, finding counts, and what was examined."""
-    overall = diagnosis.verdict()
-    counts = diagnosis.counts()
+    """The verdict line (one badge per group of engines: healthy on …, broken on …, conversion needed
+    for …), counts per finding code with its engines, each engine's verdict and why, what was examined."""
+    headline = " ".join(
+        _badge(part, _HEADLINE_COLOURS.get(part.split(" ", 1)[0], "#555"), big=True)
+        for part in diagnosis.headline().split(" · ")
+    )
+    codes = esc(code_summary(diagnosis))
     engine_badges = " ".join(
         f'<span style="margin-right:0.8em">{esc(e)} '
-        f"{_badge(diagnosis.verdict(e), VERDICT_COLOURS.get(diagnosis.verdict(e), '#555'))}</span>"
+        f"{_badge(verdict_word(diagnosis, e), VERDICT_COLOURS.get(diagnosis.verdict(e), '#555'))}</span>"
         for e in diagnosis.engines
     )
     target = (
@@ -296,8 +310,8 @@ def verdict_html(diagnosis: Diagnosis) -> str:
     )
     return (
         '<div class="e3f-verdict" style="border:1px solid #ccc;border-radius:6px;padding:0.8em 1em;margin:0.4em 0">'
-        f"<div>verdict {_badge(overall.upper(), VERDICT_COLOURS.get(overall, '#555'), big=True)} "
-        f"&nbsp; {counts['error']} error · {counts['warning']} warning · {counts['info']} info</div>"
+        f'<div class="e3f-headline">verdict {headline}</div>'
+        f'<div style="margin-top:0.4em">findings: {codes}</div>'
         f'<div style="margin-top:0.5em">per engine: {engine_badges or "<em>none</em>"}</div>'
         '<table style="margin-top:0.5em;border:0">'
         f"<tr><td><b>checkpoint</b></td><td><code>{esc(diagnosis.checkpoint)}</code></td></tr>"
@@ -345,10 +359,37 @@ def finding_card_html(f: Finding) -> str:
         if full != short:
             pretty = json.dumps(f.evidence, indent=1, default=str, ensure_ascii=False)
             parts.append(f"<details><summary>full evidence</summary><pre>{esc(pretty)}</pre></details>")
-    if f.fix:
-        parts.append(f'<div style="margin-top:0.3em"><b>fix</b> {esc(f.fix)}</div>')
+    parts.append(fix_html(f.fix))
     parts.append("</div>")
     return "".join(parts)
+
+
+AUTOMATED = " Automated: "  # how diagnose appends the repair command to a fix (checks/diagnose.py)
+
+
+def split_fix(fix: str | None) -> tuple[str, str | None]:
+    """A fix line as (the manual fix, the command that does it or ``None``)."""
+    text = fix or ""
+    if text.startswith(AUTOMATED.lstrip()):
+        return "", text[len(AUTOMATED.lstrip()) :]
+    manual, sep, command = text.partition(AUTOMATED)
+    return manual, (command or None) if sep else None
+
+
+def command_html(command: str, engines: str = "") -> str:
+    """One command to run, copyable (``user-select:all``), with the engines it is for."""
+    where = f' <span style="color:#555">({esc(engines)})</span>' if engines else ""
+    return (
+        f'<div class="e3f-command" style="margin-top:0.3em"><b>run</b> '
+        f'<code style="user-select:all">{esc(command)}</code>{where}</div>'
+    )
+
+
+def fix_html(fix: str | None) -> str:
+    """A finding's fix: the manual fix, then the command that does it when one exists."""
+    manual, command = split_fix(fix)
+    out = f'<div style="margin-top:0.3em"><b>fix</b> {esc(manual)}</div>' if manual else ""
+    return out + (command_html(command) if command else "")
 
 
 def findings_html(diagnosis: Diagnosis) -> str:
@@ -367,7 +408,9 @@ def key_fates_html(diagnosis: Diagnosis, engine: str | None = "all") -> str:
     for name in names:
         load = diagnosis.loads[name]
         verdict = diagnosis.verdict(name)
-        out.append(f"<h3>{esc(name)} {_badge(verdict, VERDICT_COLOURS.get(verdict, '#555'))}</h3>")
+        out.append(
+            f"<h3>{esc(name)} {_badge(verdict_word(diagnosis, name), VERDICT_COLOURS.get(verdict, '#555'))}</h3>"
+        )
         if not load.config_readable:
             out.append(f"<p><b>config not readable:</b> {esc(load.config_problem or 'unknown reason')}</p>")
         out.append(f'<p style="color:#555">engine rules revision: {esc(load.revision)}</p>')

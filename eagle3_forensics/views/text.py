@@ -57,8 +57,26 @@ def _judged(d: Diagnosis, engine: str) -> str:
     return f"{d.releases[engine]} ({proof})" if proof else d.releases[engine]
 
 
+def code_summary(d: Diagnosis) -> str:
+    """Counts per finding code with the engines it hits, errors first:
+    ``error D2T_ABSOLUTE [eagle, sglang]; info CONFIG_UNREADABLE_BY_ENGINE [speculators]``."""
+    parts = []
+    for c in d.code_counts():
+        where = f" [{', '.join(c['engines'])}]" if c["engines"] else ""
+        parts.append(f"{c['severity']} {c['code']}{where}")
+    return "; ".join(parts) if parts else "none"
+
+
+def verdict_word(d: Diagnosis, engine: str) -> str:
+    """One engine's verdict as the text and HTML show it, with the codes behind it:
+    ``broken (D2T_ABSOLUTE)``, ``conversion needed (CONFIG_UNREADABLE_BY_ENGINE)``, ``healthy``."""
+    verdict = d.verdict(engine)
+    word = "conversion needed" if verdict == "not applicable" else verdict
+    why = d.why(engine) if verdict != "unusable" else []
+    return f"{word} ({', '.join(why)})" if why else word
+
+
 def render_diagnosis(d: Diagnosis) -> str:
-    counts = d.counts()
     out = [
         f"checkpoint: {d.checkpoint}",
         f"format:     {d.format}",
@@ -69,8 +87,8 @@ def render_diagnosis(d: Diagnosis) -> str:
             else []
         ),
         *([render_launch_line(d.launch)] if d.launch is not None else []),
-        f"verdict:    {d.verdict().upper()}  ({counts['error']} error, {counts['warning']} warning, "
-        f"{counts['info']} info)",
+        f"verdict:    {d.headline()}",
+        f"findings:   {code_summary(d)}",
     ]
     if d.loads:
         out.append("")
@@ -91,7 +109,7 @@ def render_diagnosis(d: Diagnosis) -> str:
             out.append(
                 f"  {name:12} {used:4} used · {c['overwritten']:2} from target · "
                 f"{c['dropped'] + c['warned']:3} dropped · {c['rejected']:3} rejected · "
-                f"{c['unfilled']:3} unfilled · {status} · verdict {d.verdict(name)}"
+                f"{c['unfilled']:3} unfilled · {status} · verdict {verdict_word(d, name)}"
             )
     if d.findings:
         out.append("")

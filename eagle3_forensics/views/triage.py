@@ -20,11 +20,14 @@ from eagle3_forensics.views import format as fmt
 from eagle3_forensics.views.html import (
     SEVERITY_BACKGROUNDS,
     SEVERITY_COLOURS,
+    command_html,
     compact_json,
     esc,
+    split_fix,
     table_html,
     visible,
 )
+from eagle3_forensics.views.text import verdict_word
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
@@ -115,7 +118,7 @@ def top_findings_html(diagnosis: Diagnosis, n: int = 5) -> str:
             if f.evidence
             else ""
         )
-        fix = f'<div style="margin-top:0.3em"><b>fix</b> {esc(f.fix)}</div>' if f.fix else ""
+        fix = _card_fix_html(fs)
         cards.append(
             f'<div class="e3f-finding e3f-{esc(sev)}" style="border-left:5px solid {colour};'
             f'background:{SEVERITY_BACKGROUNDS.get(sev, "#f5f5f5")};padding:0.5em 0.8em;margin:0.5em 0">'
@@ -129,6 +132,24 @@ def top_findings_html(diagnosis: Diagnosis, n: int = 5) -> str:
     return "".join(cards) + more
 
 
+def _card_fix_html(fs: list[Any]) -> str:
+    """The fix of a card for one code: the manual fix once (by hand for the engines no command
+    serves), then each command that does it with its engine (diagnose wrote them into the fixes)."""
+    manual = ""
+    by_hand: list[str] = []
+    commands: list[tuple[str, str]] = []
+    for f in fs:
+        text, command = split_fix(f.fix)
+        manual = manual or text
+        if command is not None:
+            commands.append((command, f.engine or ""))
+        elif f.engine:
+            by_hand.append(f.engine)
+    label = "fix" if not commands or not by_hand else f"fix by hand ({', '.join(by_hand)})"
+    out = f'<div style="margin-top:0.3em"><b>{esc(label)}</b> {esc(manual)}</div>' if manual else ""
+    return out + "".join(command_html(command, engine) for command, engine in commands)
+
+
 def load_summary_table(diagnosis: Diagnosis) -> pd.DataFrame:
     """Per engine: verdict, tensors used / dropped / rejected, parameters left unfilled, config problem."""
     import pandas as pd  # optional: pandas
@@ -140,7 +161,7 @@ def load_summary_table(diagnosis: Diagnosis) -> pd.DataFrame:
             {
                 "engine": name,
                 "release": diagnosis.releases.get(name, load.release),
-                "verdict": diagnosis.verdict(name),
+                "verdict": verdict_word(diagnosis, name),  # with the codes that make it so
                 "used": c["loaded"] + c["renamed"] + c["fused"] + c["consumed"],
                 "dropped": c["dropped"] + c["warned"],
                 "rejected": c["rejected"],

@@ -180,11 +180,26 @@ def comparison_table(cmp: MappingComparison) -> Any:
     )
     extra = pd.DataFrame(
         {
-            "a": [cmp.common, round(cmp.jaccard, 6), d["only_in_a"]["count"], cmp.identical, cmp.d2t_equal],
-            "b": [cmp.common, round(cmp.jaccard, 6), d["only_in_b"]["count"], cmp.identical, cmp.d2t_equal],
+            side: [
+                cmp.common,
+                fmt.rate(cmp.jaccard),  # one rounding: MappingComparison.headline says the same
+                d[f"only_in_{side}"]["count"],
+                cmp.identical,
+                cmp.d2t_equal,
+                fmt.missing("no d2t to compare") if cmp.read_differ is None else cmp.read_differ,
+            ]
+            for side in ("a", "b")
         },
         index=pd.Index(
-            ["ids in common", "jaccard", "ids only here", "same selection", "d2t tensors equal"], name="field"
+            [
+                "ids in common",
+                "jaccard",
+                "ids only here",
+                "same selection",
+                "d2t tensors equal",
+                "draft ids read differently",
+            ],
+            name="field",
         ),
     )
     return shown(pd.concat([frame, extra]).astype(object))

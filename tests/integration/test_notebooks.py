@@ -45,6 +45,7 @@ SOURCES = sorted(p for p in NOTEBOOK_DIR.glob("*.py") if re.fullmatch(r"\d\d_[a-
 DEMO = ROOT / "data" / "demo"
 NB01 = NOTEBOOK_DIR / "01_checkpoint_keys.ipynb"
 NB05 = NOTEBOOK_DIR / "05_offline_probe.ipynb"
+NB06 = NOTEBOOK_DIR / "06_why_low_acceptance.ipynb"
 DISPLAY_NAMES = {"display", "HTML", "print"}
 
 
@@ -254,6 +255,49 @@ def test_notebook_05_runs_on_the_demo_dumps(monkeypatch: pytest.MonkeyPatch, tmp
         [c.get("outputs", []) for c in executed.cells]
     )  # the prep_broken audit (the seed's situation)
     assert "D2T_T2D_MISMATCH" in text and "DATA_VOCAB_MAP_NOT_FROM_DATA" in text
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(
+    ("variant", "engine", "first"),
+    [
+        ("healthy", "vllm", None),
+        ("d2t_absolute", "vllm", "D2T_ABSOLUTE"),
+        ("layers_flat", "sglang==0.5.11", "KEYS_DROPPED_BY_ENGINE"),
+    ],
+)
+def test_notebook_06_ranks_the_planted_cause_first(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, variant: str, engine: str, first: str | None
+) -> None:
+    sidecar = tmp_path / "record.json"
+    monkeypatch.setenv(ENV_VAR, str(sidecar))
+    monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    for name, value in kernel_env().items():
+        monkeypatch.setenv(name, value)
+    out = tmp_path / "06.ipynb"
+    papermill.execute_notebook(
+        str(NB06),
+        str(out),
+        parameters={"checkpoint": f"../data/demo/drafters/{variant}", "engine": engine, "lengths": [8]},
+        cwd=str(NOTEBOOK_DIR),
+        kernel_name=KERNEL_NAME,
+        execution_timeout=150,
+        progress_bar=False,
+    )
+    executed = nbformat.read(str(out), as_version=4)
+    assert executed.metadata["papermill"]["exception"] in (None, False)
+    rec = read_records(sidecar)
+    causes = rec["causes"]
+    if first is None:  # healthy: never cry wolf
+        assert rec["cause_codes"] == [] and causes["causes"] == []
+        assert any("no training data" in x for x in causes["not_checked"])
+    else:
+        assert rec["cause_codes"][0] == first
+        assert causes["causes"][0]["cost"]["basis"] == "measured"
+        assert rec["acceptance"]["acceptance_length"] < 1.2
+    text = json.dumps([c.get("outputs", []) for c in executed.cells])
+    assert ("no cause found" in text) == (first is None)
+    assert "Acceptance by segment and length" in text  # the explorer's static view
 
 
 def test_notebook_05_parameters() -> None:

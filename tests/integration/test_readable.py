@@ -177,6 +177,34 @@ def test_a_drafter_that_accepts_nothing_gets_words_once_not_an_empty_chart(
         assert "(acceptance length 1.00, 0 of " in texts, name
 
 
+@pytest.mark.timeout(400)
+def test_00_names_the_repair_command_for_its_finding(executed: dict[str, object]) -> None:
+    """00 on its default drafter (d2t_absolute): the D2T_ABSOLUTE card gives the repair command with
+    this run's paths (relative to the notebook folder, where papermill runs it), and the verdict line
+    says which engines are broken and which need a conversion."""
+    page = html.unescape(_html(executed["00_triage"]))
+    ckpt = "../data/demo/drafters/d2t_absolute"
+    for engine in ("sglang", "vllm"):
+        assert (
+            f"eagle3-forensics repair {ckpt} --engine {engine} --out {ckpt}-repaired-{engine} "
+            "--target ../data/demo/target"
+        ) in page
+    assert (
+        "BROKEN on sglang, vllm, eagle, tensorrt_llm" in page and "CONVERSION NEEDED for speculators" in page
+    )
+    assert "broken (D2T_ABSOLUTE)" in page  # the load summary says why
+
+
+@pytest.mark.timeout(400)
+def test_02_compare_headline_rounds_as_its_table(executed: dict[str, object]) -> None:
+    page = _html(executed["02_vocab_mapping"])
+    found = re.search(r"Jaccard (\d\.\d+)", page)
+    assert found is not None
+    assert len(found.group(1)) == 5  # three decimals, as format.rate
+    assert f"<td>{found.group(1)}</td>" in page  # the same number in the comparison table
+    assert "the same selection</p>" not in page
+
+
 def test_00_opens_with_the_verdict() -> None:
     nb = nbformat.read(str(NOTEBOOK_DIR / "00_triage.ipynb"), as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]

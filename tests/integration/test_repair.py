@@ -567,3 +567,33 @@ def test_sglang_ships_the_target_embedding_in_the_drafter_dtype(tmp_path: Path) 
     with safe_open(str(tmp_path / "out" / "model.safetensors"), framework="pt") as fh:
         shipped = fh.get_tensor("embed_tokens.weight")
     assert shipped.dtype == torch.bfloat16 and torch.equal(shipped, emb.to(torch.bfloat16))
+
+
+# -- the commands diagnose names --------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not DEMO_VARIANTS, reason="demo data not generated")
+@pytest.mark.parametrize("variant", ["d2t_absolute", "speculators_layout"])
+def test_the_next_commands_run_as_written_and_confirm(
+    variant: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The repair and confirm commands of Diagnosis.next_steps (what the cards and the notebooks'
+    "Next" sections show), run word for word: each repair writes its copy, and diagnosing it finds no error."""
+    import shlex
+    import shutil
+
+    from eagle3_forensics.repair.next_steps import StepAction
+
+    src = tmp_path / variant
+    shutil.copytree(DRAFTERS / variant, src)
+    steps = diagnose(src, target=TARGET).next_steps()
+    ran = [s for s in steps if s.action in (StepAction.REPAIR, StepAction.CONFIRM)]
+    assert ran and ran[0].action is StepAction.REPAIR
+    for step in ran:
+        words = shlex.split(step.command or "")
+        assert words[0] == "eagle3-forensics"
+        code, out, err = run_cli(words[1:], capsys)
+        assert code == 0, (step.command, out[-2000:], err)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != variant) == sorted(
+        f"{variant}-repaired-{s.engines[0]}" for s in ran if s.action is StepAction.REPAIR
+    )

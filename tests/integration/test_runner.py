@@ -460,6 +460,7 @@ CLI_PARAMS: dict[str, list[str]] = {
     "03_token_histograms": ["-p", "top_n", "5"],
     "04_accept_rate_probe": ["-p", "max_new_tokens", "8", "-p", "variants", "None", "-p", "device", "cpu"],
     "05_offline_probe": ["-p", "data", "../data/demo/dumps/speculators", "-p", "prep", "None"],
+    "06_why_low_acceptance": ["-p", "max_prompts", "1", "-p", "max_new_tokens", "8", "-p", "device", "cpu"],
 }
 
 

@@ -623,6 +623,13 @@ def test_drafter_checks_use_the_reported_path(prompts_file: Path, tmp_path: Path
     assert launch["aux_layers"]["engine_reads_hf"] == [2, 4, 5]
     assert launch["diagnose"]["errors"] == ["D2T_MISSING"]
     assert "DRAFTER_DIAGNOSED_BROKEN" in codes(r) and r.exit_code == 0
+    (broken,) = [f for f in r.findings if f.code == "DRAFTER_DIAGNOSED_BROKEN"]
+    drafter = str(DEMO / "drafters" / "d2t_missing")
+    # the repair command for the drafter the server reported (D2T_MISSING is rebuilt from t2d), then the restart
+    assert broken.fix is not None and broken.fix.startswith(
+        f"eagle3-forensics repair {drafter} --engine vllm"
+    )
+    assert broken.fix.endswith(f"then restart the server on {drafter}-repaired-vllm.")
 
 
 def test_aux_layers_the_engine_ignores_are_an_error(prompts_file: Path, tmp_path: Path) -> None:

@@ -211,6 +211,9 @@ def test_compare(capsys: pytest.CaptureFixture[str]) -> None:
     code, res = run_json(capsys, "compare", str(DRAFTERS / "healthy"), str(DRAFTERS / "d2t_absolute"))
     assert code == 0  # the same selection (both t2d), stored differently
     assert res["identical"] and res["jaccard"] == 1.0 and res["d2t_equal"] is False
+    assert (
+        res["same_map"] is False and res["read_differ"] == 255
+    )  # engines read d2t[i] + i: all but id 0 differ
     assert res["a"]["kind"] == "consistent_offsets" and res["b"]["kind"] == "absolute"
 
 

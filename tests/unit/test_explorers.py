@@ -114,12 +114,31 @@ def test_map_compare_picks_any_two_maps(double_offset_maps: dict[str, Any]) -> N
     page = static_page(
         x.map_compare(maps, a="rebuilt from the data", b="reference: healthy", interactive=False)
     )
-    assert f"Jaccard {picked.jaccard:.4f}" in page and "reference: healthy" in page
+    assert f"Jaccard {picked.jaccard:.3f}" in page and "reference: healthy" in page
+    assert f"<td>{picked.jaccard:.3f}</td>" in page  # the table rounds as the headline does
     first_two = static_page(x.map_compare(maps, interactive=False))
     assert "<b>checkpoint (stored)</b> against <b>rebuilt from the data</b>" in first_two
     assert has_widget(x.map_compare(maps, interactive=True))
     with pytest.raises(ValueError, match="two maps"):
         x.map_compare({"only": maps["checkpoint (stored)"]})
+
+
+def test_the_same_selection_with_another_d2t_is_not_called_the_same(
+    double_offset_maps: dict[str, Any],
+) -> None:
+    """02's headline: the stored double-offset map selects the healthy ids (its t2d is right), but the
+    engines read its d2t to other target ids; the headline says both, never just "the same selection"."""
+    maps = double_offset_maps
+    cmp = x.compare_maps(maps, "checkpoint (stored)", "reference: healthy")
+    assert cmp.identical and cmp.d2t_equal is False
+    assert not cmp.same_map and cmp.read_differ == cmp.draft_vocab_sizes[0] - 1  # all but draft id 0
+    page = static_page(
+        x.map_compare(maps, a="checkpoint (stored)", b="reference: healthy", interactive=False)
+    )
+    assert "but the stored d2t differ" in page and f"for {cmp.read_differ} of 256 draft ids" in page
+    fixed = x.compare_maps(maps, "checkpoint after the fix", "reference: healthy")
+    assert fixed.same_map and fixed.read_differ == 0
+    assert fixed.headline().startswith("the same selection, and the engines read the same target id")
 
 
 def test_map_compare_escapes_labels(double_offset_maps: dict[str, Any]) -> None:

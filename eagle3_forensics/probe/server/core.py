@@ -46,7 +46,7 @@ from typing import Any
 
 from eagle3_forensics.checks import Context
 from eagle3_forensics.checks.aux_layers import trained_default, trained_ids
-from eagle3_forensics.checks.diagnose import diagnose
+from eagle3_forensics.checks.diagnose import Diagnosis, diagnose
 from eagle3_forensics.engines import ENGINE_RELEASES, release_label, resolve_release, split_spec
 from eagle3_forensics.engines.launch import LaunchSettings, launch_rules_for, read_launch
 from eagle3_forensics.engines.rules import EngineRules
@@ -62,6 +62,7 @@ from eagle3_forensics.probe.server.result import SERVER_CONVENTIONS, ServerProbe
 from eagle3_forensics.probe.server.sglang import probe_sglang
 from eagle3_forensics.probe.server.verify import judge_verify
 from eagle3_forensics.probe.server.vllm import probe_vllm
+from eagle3_forensics.repair.next_steps import StepAction, diagnose_command, repair_out
 
 MAX_RETRIES = 10
 
@@ -296,9 +297,7 @@ def _check_drafter(
             Severity.ERROR,
             f"{rules.display} ({release_label(release)}) reads the aux layers as HF {read_eff} ({aux['engine_field']}), but the drafter's "
             f"config says it was trained on {trained_eff}: acceptance is expected to drop.",
-            fix="eagle3-forensics diagnose DRAFTER --engine "
-            + _spec(release)
-            + " (AUX_LAYER_IDS_*) has the fix.",
+            fix=f"{diagnose_command(str(path), _spec(release))} (AUX_LAYER_IDS_*) has the fix.",
             trained=trained_eff,
             engine_reads=read_eff,
         )
@@ -308,9 +307,20 @@ def _check_drafter(
             Severity.WARNING,
             f"diagnose --engine {_spec(release)} finds {', '.join(errors)} in the drafter this server serves: a low "
             "acceptance (or an engine crash) is what the static checks predict.",
-            fix=f"eagle3-forensics repair DRAFTER --engine {_spec(release)} --out FIXED, then restart the server on FIXED.",
+            fix=_restart_fix(d, engine, _spec(release)),
             errors=errors,
         )
+
+
+def _restart_fix(d: Diagnosis, engine: str, spec: str) -> str:
+    """The repair command for this drafter and release (with its paths) and the restart, when repair
+    fixes every error; otherwise the command that lists the fix of each error."""
+    steps = d.next_steps()
+    fixed = next((s for s in steps if s.action is StepAction.REPAIR and s.engines == (engine,)), None)
+    by_hand = [s for s in steps if s.action in (StepAction.MANUAL, StepAction.LAUNCH)]
+    if fixed is not None and fixed.command is not None and not by_hand:
+        return f"{fixed.command}, then restart the server on {repair_out(d.checkpoint, spec)}."
+    return f"{diagnose_command(d.checkpoint, spec)} gives the fix of each error."
 
 
 def server_vs_reference(

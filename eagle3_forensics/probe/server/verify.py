@@ -137,10 +137,10 @@ def _lossy_finding(
         preset_acceptance_length=preset,
         cost={
             "acceptance_length_drop": None,
-            "share_of_positions": 1.0,
+            "share_of_positions": 1.0 if greedy else None,
             "basis": "estimated",
-            "how": "every verify step runs the lossy setting; the drop is measured only against a reference "
-            "(--compare-with), and then filled in",
+            "how": "every verify step of the probe runs the lossy setting (none does when only sampled requests "
+            "are affected); the drop is measured only against a reference (--compare-with), and then filled in",
         },
     )
 

@@ -70,9 +70,19 @@ def read_chat_template(tokenizer_dir: str | Path) -> str | None:
     return template if isinstance(template, str) else None
 
 
-def render_chat(template: str, messages: list[dict[str, str]], special: dict[str, str | None]) -> str:
+def render_chat(
+    template: str,
+    messages: list[dict[str, str]],
+    special: dict[str, str | None],
+    *,
+    add_generation_prompt: bool = False,
+    template_kwargs: dict[str, Any] | None = None,
+) -> str:
     """Render ``messages`` the way ``transformers``' ``apply_chat_template(tokenize=False)`` does
-    (sandboxed Jinja, ``trim_blocks``/``lstrip_blocks``, ``raise_exception``, ``strftime_now``)."""
+    (sandboxed Jinja, ``trim_blocks``/``lstrip_blocks``, ``raise_exception``, ``strftime_now``).
+
+    ``template_kwargs`` are the extra variables a server passes (vLLM/SGLang
+    ``chat_template_kwargs``, e.g. ``{"enable_thinking": false}``)."""
     try:
         import jinja2  # optional: jinja2 (chat templates)
         from jinja2.ext import loopcontrols  # optional: jinja2 (chat templates)
@@ -100,6 +110,9 @@ def render_chat(template: str, messages: list[dict[str, str]], special: dict[str
     # local time on purpose: the templates date a conversation as the serving host would
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)  # noqa: DTZ005
     try:
-        return env.from_string(template).render(messages=messages, add_generation_prompt=False, **special)
+        variables = {**special, **(template_kwargs or {})}
+        return env.from_string(template).render(
+            messages=messages, add_generation_prompt=add_generation_prompt, **variables
+        )
     except jinja2.exceptions.TemplateError as exc:
         raise UnusableInputError(f"the chat template failed: {_one_line(exc)}") from None

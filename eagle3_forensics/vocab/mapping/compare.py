@@ -76,6 +76,37 @@ class MappingComparison:
     only_b: np.ndarray
     fingerprints: tuple[str, str]
     d2t_equal: bool | None  # the stored d2t tensors are identical (None: one has none)
+    # draft ids whose target id, as every engine reads the stored d2t (i + d2t[i]), differs between
+    # the two maps (None: one has no d2t, or the draft sizes differ)
+    read_differ: int | None = None
+
+    @property
+    def same_map(self) -> bool:
+        """The same selection and, where both store a d2t, the same target id for every draft id as
+        the engines read it: a map with the right t2d but a wrong d2t is not the same map."""
+        return self.identical and not self.read_differ
+
+    def headline(self, digits: int = 3) -> str:
+        """One true sentence about the two maps (the Jaccard index to ``digits`` decimals, as the
+        tables show it): the same map; the same selection but another d2t; or how much they overlap."""
+        a, b = self.labels
+        if self.same_map and self.read_differ is None:
+            return (
+                "the same selection (the d2t tensors are not compared: one map has none, or the sizes differ)"
+            )
+        if self.same_map:
+            return "the same selection, and the engines read the same target id for every draft id"
+        if self.identical:
+            v = self.draft_vocab_sizes[0]
+            return (
+                f"the same selection (from {self.sources[0]} / {self.sources[1]}), but the stored d2t differ: "
+                f"engines read another target id for {self.read_differ} of {v} draft ids ({a}: {self.kinds[0]}, "
+                f"{b}: {self.kinds[1]})"
+            )
+        return (
+            f"different selections: Jaccard {self.jaccard:.{digits}f}, {self.common} ids in common, "
+            f"{self.only_a.shape[0]} only in {a}, {self.only_b.shape[0]} only in {b}"
+        )
 
     @property
     def jaccard(self) -> float:
@@ -106,6 +137,8 @@ class MappingComparison:
             },
             "identical": self.identical,
             "d2t_equal": self.d2t_equal,
+            "read_differ": self.read_differ,
+            "same_map": self.same_map,
             "common": self.common,
             "jaccard": round(self.jaccard, 6),
             "only_in_a": {"count": int(self.only_a.shape[0]), "ids": self.only_a[:limit].tolist()},
@@ -136,9 +169,14 @@ def compare_mappings(a: Any, b: Any, labels: tuple[str, str] | None = None) -> M
         sizes.append(big_v if big_v is not None else _t2d_size(t2d))
     common = np.intersect1d(sels[0], sels[1], assume_unique=True)
     d2t_equal = None
+    read_differ = None
     if parts[0][0] is not None and parts[1][0] is not None:
         da, db = _np(parts[0][0]).astype(np.int64), _np(parts[1][0]).astype(np.int64)
         d2t_equal = bool(da.shape == db.shape and np.array_equal(da, db))
+        if da.shape == db.shape and da.ndim == 1:
+            # the engines' reading is i + d2t[i] for both maps, so the difference of the stored tensors
+            # is the difference of the target ids they produce
+            read_differ = int(np.count_nonzero(da != db))
     fps = tuple(
         mapping_fingerprint(sz if sz is not None else 0, s) for sz, s in zip(sizes, sels, strict=True)
     )
@@ -153,4 +191,5 @@ def compare_mappings(a: Any, b: Any, labels: tuple[str, str] | None = None) -> M
         only_b=np.setdiff1d(sels[1], sels[0], assume_unique=True),
         fingerprints=(fps[0], fps[1]),
         d2t_equal=d2t_equal,
+        read_differ=read_differ,
     )

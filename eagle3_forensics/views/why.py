@@ -1,0 +1,167 @@
+"""Notebook 06, "Why is acceptance low?": run every source over one drafter and rank the causes.
+
+:func:`why_low_acceptance` gathers the findings of ``diagnose`` (checkpoint and engine, and the launch
+command when given), ``audit-data`` (when the drafter's training data is given), the live probe (00's
+engine gap, the aux sweep, acceptance by length and segment) and a live server (when given), and hands
+them to :func:`eagle3_forensics.checks.causes.rank_causes`. What could not be checked is said, never
+guessed. Nothing here raises for a bad drafter: the notebook always completes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eagle3_forensics.checks.causes import AUX_CODES, Ranking, rank_causes
+from eagle3_forensics.checks.diagnose import diagnose
+from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
+from eagle3_forensics.findings import Finding, Severity
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from eagle3_forensics.checks.data.findings import DataAudit
+    from eagle3_forensics.checks.diagnose import Diagnosis
+    from eagle3_forensics.probe.why import Measured
+
+
+@dataclass
+class WhyReport:
+    checkpoint: str
+    engine: str
+    diagnosis: Diagnosis
+    audit: DataAudit | None
+    measured: Measured | None
+    ranking: Ranking
+    server_findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def by_length(self) -> list[dict[str, Any]]:
+        return [] if self.measured is None else self.measured.by_length
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _probe_findings(measured: Measured | None) -> list[Finding]:
+    """Integration point (issue 22, engineer `served`): the probe's own findings (e.g.
+    VOCAB_SPECIAL_TOKENS_MISSING with its measured cost), read from ``ProbeResult.findings`` once the
+    probe has them; none before."""
+    found = getattr(measured.served, "findings", None) if measured is not None else None
+    return [f for f in (found or []) if isinstance(f, Finding)]
+
+
+def why_low_acceptance(
+    checkpoint: str | Path,
+    target: str | Path | None = None,
+    *,
+    engine: str = "vllm",
+    data: str | Path | None = None,
+    launch: str | None = None,
+    server: str | None = None,
+    prompts: str | Path | None = None,
+    max_prompts: int = 4,
+    k: int = 3,
+    max_new_tokens: int = 24,
+    lengths: Sequence[int] = (),
+    device: str = "cpu",
+) -> WhyReport:
+    """Every source over one drafter, ranked. ``engine``: the engine (or release) the drafter is served
+    on; ``data``: its training data (a directory ``audit-data`` reads); ``launch``: the serving command;
+    ``server``: a live server's URL (probed with ``prompts``)."""
+    not_checked: list[str] = []
+    try:
+        d = diagnose(checkpoint, target=target, engines=engine, launch=launch)
+    except BadArgumentsError as exc:  # a malformed launch command: judge the checkpoint without it
+        not_checked.append(f"server settings: the launch command cannot be read ({_one_line(exc)})")
+        d = diagnose(checkpoint, target=target, engines=engine)
+        launch = None
+    if launch is None and server is None:
+        not_checked.append("server settings: no launch command (launch=...) and no server (server=...) given")
+
+    audit = None
+    if data is None:
+        not_checked.append(
+            "data provenance, template and mode, trained lengths: no training data given (data=...)"
+        )
+    else:
+        from eagle3_forensics.checks.data.findings import audit_data  # heavy: numpy, torch
+
+        # Integration point (issue 22, engineer `audit`): audit_data(..., target=...) reports
+        # DATA_NOT_FROM_TARGET, DATA_TEMPLATE_MISMATCH and CONTEXT_BEYOND_TRAINING with their cost blocks.
+        try:
+            audit = audit_data(data, drafter=checkpoint, target=target)
+        except UnusableInputError as exc:
+            not_checked.append(f"data: {_one_line(exc)}")
+        else:
+            if audit.unusable:
+                not_checked.append(f"data: {audit.unusable_reason}")
+
+    measured = None
+    if d.unusable:
+        not_checked.append("acceptance: the checkpoint cannot be read, so nothing was probed")
+    elif target is None or prompts is None:
+        not_checked.append("acceptance (00's engine gap, by length and segment): no target or prompts given")
+    else:
+        from eagle3_forensics.probe.why import measure  # heavy: torch, transformers
+
+        errors = any(f.severity is Severity.ERROR and f.engine is not None for f in d.findings)
+        try:
+            measured = measure(
+                checkpoint,
+                target,
+                prompts,
+                engine,
+                checkpoint_errors=errors,
+                aux_sweep=any(f.code in AUX_CODES for f in d.findings),
+                max_prompts=max_prompts,
+                k=k,
+                max_new_tokens=max_new_tokens,
+                lengths=lengths,
+                device=device,
+            )
+        except UnusableInputError as exc:
+            not_checked.append(f"acceptance: the probe is not possible ({_one_line(exc)})")
+        else:
+            if not any(r["segment"] != "all" for r in measured.by_length):
+                not_checked.append(
+                    "acceptance per segment (scaffold, reasoning, answer): the probe gives no split"
+                )
+
+    server_findings: list[Finding] = []
+    if server is not None:
+        if prompts is None:
+            not_checked.append("server: no prompts given")
+        else:
+            from eagle3_forensics.probe.server.core import probe_server  # heavy: http client
+
+            # Integration point (issue 22, engineer `verify`): the server's verification settings
+            # (VERIFY_MODE_LOSSY, COMPARE_SETTINGS_DIFFER) arrive as findings of probe_server.
+            try:
+                sp = probe_server(
+                    server,
+                    engine.split("==")[0] if engine not in ("all", "reference") else "vllm",
+                    prompts,
+                    max_new_tokens=max_new_tokens,
+                    drafter=checkpoint,
+                    target=target,
+                    compare_with=None if measured is None else measured.trained,
+                )
+            except UnusableInputError as exc:
+                not_checked.append(f"server: {_one_line(exc)}")
+            else:
+                server_findings = list(sp.findings)
+
+    ranking = rank_causes(
+        d.findings,
+        [] if audit is None else audit.findings,
+        _probe_findings(measured),
+        server_findings,
+        engine=engine,
+        engine_gap=None if measured is None else measured.gap,
+        aux_gain=None if measured is None else measured.aux_gain,
+        not_checked=not_checked,
+        acceptance_length=None if measured is None else measured.acceptance_length,
+    )
+    return WhyReport(str(checkpoint), engine, d, audit, measured, ranking, server_findings)

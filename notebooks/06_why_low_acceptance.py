@@ -1,0 +1,124 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: eagle3-forensics (.venv)
+#     language: python
+#     name: eagle3-forensics
+# ---
+
+# %% [markdown]
+# # 06 · Why is acceptance low?
+#
+# One drafter, one page: the **causes found, ranked by what each costs** in acceptance length —
+# measured before estimated, then by severity — each with its evidence and fix. The sources:
+#
+# * **checkpoint and engine**: 00's verdict (`diagnose` for the engine it is served on) and its
+#   measured cost, the live acceptance length under the engine's view against the trained view;
+# * **data provenance**, **template and mode**, **length**: `audit-data --target` over the drafter's
+#   training data, when `data` is given;
+# * **vocabulary**: the draft vocabulary against the tokens the target emits;
+# * **server settings**: the serving command (`launch`) and a live server (`server`), when given.
+#
+# A healthy drafter gets **no cause found** and the list of what was not checked. The parameters and
+# imports are folded away; the **Explore** section at the end picks a segment and a length.
+
+# %% jupyter={"source_hidden": true} tags=["parameters"]
+checkpoint = "../data/demo/drafters/d2t_absolute"  # drafter directory: config.json + weights
+target = "../data/demo/target"  # target model directory, or None (no probe, no target cross-checks)
+# engine: what the drafter is served on, an engine ("vllm", "sglang", "eagle", "speculators") or one
+# release ("sglang==0.5.11"); the probe measures acceptance under this engine's view
+engine = "vllm"
+data = None  # the drafter's training data (a directory audit-data reads), or None
+launch = None  # the serving command line (diagnose --launch), or None
+server = None  # a live server's URL (probed with the prompts), or None
+prompts = "../data/demo/prompts.jsonl"  # probe prompts (.jsonl with {"prompt": ...} or one per line), or None
+max_prompts = 4  # how many of the prompts the probe uses (the first ones)
+k = 3  # draft tokens per cycle
+max_new_tokens = 24  # new tokens per prompt (EOS ignored)
+lengths = [8, 16]  # more new-token budgets probed for acceptance by length (besides max_new_tokens)
+device = "cpu"  # "cpu" (fp32, the same numbers everywhere), "cuda" or "auto"
+# segment: the one the static explorer shows, "all", "scaffold", "reasoning", "answer" or "tool_call"
+segment = "all"
+length = "all"  # the length the static explorer shows: "all" or one of the probed budgets
+
+# %% jupyter={"source_hidden": true}
+import importlib.util
+
+if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel without the package
+    wrong_kernel = ModuleNotFoundError(
+        "this kernel lacks eagle3_forensics: choose Kernel › Change Kernel › eagle3-forensics"
+        " (or open the notebooks with `make lab`)"
+    )
+    wrong_kernel._render_traceback_ = [str(wrong_kernel)].copy  # type: ignore[attr-defined]  # IPython shows this one line
+    raise wrong_kernel
+from IPython.display import HTML
+
+from eagle3_forensics.runs.record import record_why
+from eagle3_forensics.views.causes import acceptance_explorer, ranking_html
+from eagle3_forensics.views.html import verdict_html
+from eagle3_forensics.views.why import why_low_acceptance
+
+# %% [markdown]
+# ## The causes, ranked
+
+# %% jupyter={"source_hidden": true}
+why = why_low_acceptance(
+    checkpoint,
+    target,
+    engine=engine,
+    data=data,
+    launch=launch,
+    server=server,
+    prompts=prompts,
+    max_prompts=max_prompts,
+    k=k,
+    max_new_tokens=max_new_tokens,
+    lengths=lengths,
+    device=device,
+)
+HTML(ranking_html(why.ranking))
+
+# %% [markdown]
+# ## How it was measured
+#
+# The checkpoint-and-engine cost is 00's: the live acceptance length (vLLM's `1 + accepted /
+# num_drafts`, bonus included) under the engine's view of the checkpoint, against the trained view —
+# the checkpoint as its writer meant it, or, when the checkpoint has errors for the engine, the copy
+# `repair` makes ready for it (in a throw-away directory), whichever accepts more. The aux-layer
+# codes' estimate is the teacher-forced sweep's (notebook 04). The data checks' costs come with
+# their findings (`evidence.cost`: measured or estimated, and how).
+
+# %%
+print(why.measured.note if why.measured is not None else "nothing was probed")
+
+# %% [markdown]
+# ## 00's verdict for the engine served
+
+# %%
+HTML(verdict_html(why.diagnosis))
+
+# %% [markdown]
+# ## Explore
+#
+# Acceptance by segment (scaffold, reasoning, answer, tool call, when the probe splits it) and by
+# length (new tokens per prompt). Live in JupyterLab; under papermill and in HTML reports a static
+# table (the parameters `segment` and `length` choose what it shows). Deeper: 00 (triage), 04 (the
+# full probe with the aux sweep), 05 (the offline probe over the trainer's data).
+
+# %%
+acceptance_explorer(why.by_length, segment=segment, length=length)
+
+# %% [markdown]
+# ## Machine-readable record
+#
+# Written to the file named by `$E3F_RECORD` (nothing is written when it is unset).
+
+# %%
+record_why(why)
