@@ -82,7 +82,10 @@ SERVER_CATALOGUE: dict[str, str] = {
     "DRAFTER_NOT_READABLE": "The drafter the server loaded is not readable here; its config was not checked.",
     "AUX_LAYERS_DIFFER": "The engine reads other aux layers than the drafter was trained on.",
     "DRAFTER_DIAGNOSED_BROKEN": "diagnose finds errors for this engine in the drafter the server serves.",
-    "COMPARE_SETTINGS_DIFFER": "The reference result was measured with other settings (K, prompts, tokens).",
+    "VERIFY_MODE_LOSSY": "The server verifies lossily or drafts with a quantized draft/head: its acceptance "
+    "is not the drafter's.",
+    "COMPARE_SETTINGS_DIFFER": "The two sides of a comparison ran different settings (K, prompts, tokens, "
+    "verification): their acceptance is not comparable.",
     "ENGINE_GAP": "The engine's acceptance length differs from the reference by more than the tolerance.",
 }
 

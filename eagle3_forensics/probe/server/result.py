@@ -54,6 +54,10 @@ class ServerProbeResult(ProbeResult):
     findings: list[Finding] = field(default_factory=list)
     server: dict[str, Any] = field(default_factory=dict)
     compare: dict[str, Any] | None = None
+    # the speculative config the server reported (vLLM /server_info), judged by probe.server.verify;
+    # not serialised (server.verify carries what was read from it)
+    reported_spec: dict[str, Any] | None = field(default=None, repr=False)
+    reported_spec_source: str | None = field(default=None, repr=False)
 
     @property
     def faulted(self) -> bool:

@@ -224,6 +224,8 @@ def probe_sglang(
     if info is not None and isinstance(info.get("version"), str):
         r.server["version"] = info["version"]  # /server_info: "version": __version__
     args = _server_args(info) if info is not None else None
+    if args is not None and args.get("speculative_algorithm"):
+        r.reported_spec, r.reported_spec_source = args, f"{path} server_args"
     launch = _sglang_launch(args, path)
     r.server["launch"] = launch
     if args is None:

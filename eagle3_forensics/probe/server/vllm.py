@@ -10,12 +10,12 @@ settings come from ``/v1/models``, ``/metrics`` and, with ``VLLM_SERVER_DEV_MODE
 
 from __future__ import annotations
 
-import ast
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eagle3_forensics.engines.verify import is_chain
 from eagle3_forensics.findings import Severity
 from eagle3_forensics.probe.decode import LiveRun
 from eagle3_forensics.probe.server.http import HttpClient, ServerFault, nonneg_int, run_requests
@@ -314,9 +314,12 @@ def _vllm_launch(http: HttpClient, r: ServerProbeResult) -> dict[str, Any]:
         r.add(
             "LAUNCH_SETTINGS_UNKNOWN",
             Severity.INFO,
-            "vLLM does not serve /server_info (it does only with VLLM_SERVER_DEV_MODE=1): the speculative method "
-            "and drafter path are unknown; K is read from the per-position counters.",
-            fix="Start the server with VLLM_SERVER_DEV_MODE=1 (trusted networks only), or pass --drafter.",
+            "vLLM does not serve /server_info (it does only with VLLM_SERVER_DEV_MODE=1): the speculative method, "
+            "drafter path and verification settings (rejection_sample_method, draft quantization, token tree) are "
+            "unknown, so a lossy verification (VERIFY_MODE_LOSSY) cannot be ruled out; K is read from the "
+            "per-position counters.",
+            fix="Start the server with VLLM_SERVER_DEV_MODE=1 (trusted networks only), or pass --drafter and "
+            "--launch COMMAND (the command the server was started with).",
         )
         return launch
     launch["source"] = "/server_info"
@@ -326,6 +329,7 @@ def _vllm_launch(http: HttpClient, r: ServerProbeResult) -> dict[str, Any]:
     if not isinstance(spec, dict):
         launch["method"] = None
         return launch
+    r.reported_spec, r.reported_spec_source = spec, "/server_info vllm_config.speculative_config"
     method = spec.get("method")
     k = spec.get("num_speculative_tokens")
     launch.update(
@@ -339,20 +343,9 @@ def _vllm_launch(http: HttpClient, r: ServerProbeResult) -> dict[str, Any]:
         launch["num_draft_tokens"] = launch["num_speculative_tokens"] + 1
     tree = spec.get("speculative_token_tree")
     if isinstance(tree, str) and tree.strip():
-        launch["shape"] = "chain" if _is_chain(tree) else "tree"
+        launch["shape"] = "chain" if is_chain(tree) else "tree"
         launch["token_tree"] = tree
     return launch
-
-
-def _is_chain(tree: str) -> bool:
-    """vLLM's speculative_token_tree ("[(0,), (0, 0), ...]"): a chain when every node only takes child 0."""
-    try:
-        nodes = ast.literal_eval(tree)
-    except (ValueError, SyntaxError, RecursionError, MemoryError):
-        return False
-    return isinstance(nodes, (list, tuple)) and all(
-        isinstance(n, (list, tuple)) and all(c == 0 for c in n) for n in nodes
-    )
 
 
 def _check_vllm_consistency(
