@@ -26,7 +26,7 @@ from eagle3_forensics.io.config import DrafterConfig
 from eagle3_forensics.io.launch import split_command
 from eagle3_forensics.io.layout import FormatInfo, detect_format
 from eagle3_forensics.io.target import TargetInfo, open_target
-from eagle3_forensics.repair.policy import FIX, POLICY, REPAIRABLE_ENGINES
+from eagle3_forensics.repair.next_steps import NextStep, fix_command, next_steps
 
 
 @dataclass
@@ -73,6 +73,8 @@ class Diagnosis:
     releases: dict[str, str] = field(default_factory=dict)  # engine -> the release it was judged by
     launch: LaunchSettings | None = None  # diagnose --launch: the command as the judged release reads it
     proofs: dict[str, str] = field(default_factory=dict)  # engine -> "ran" | "read" (engines/proof.py)
+    # engine -> the --engine spec that names its judged release again (the commands in fixes use it)
+    specs: dict[str, str] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[Finding]:
@@ -102,6 +104,11 @@ class Diagnosis:
             return "warnings"
         return "healthy"
 
+    def next_steps(self, out: str | None = None) -> list[NextStep]:
+        """What to do next, with this run's paths (:func:`eagle3_forensics.repair.next_steps.next_steps`)."""
+        target = None if self.target is None else str(self.target.path)
+        return next_steps(self.findings, self.checkpoint, specs=self.specs, out=out, target=target)
+
     def counts(self) -> dict[str, int]:
         return count_by_severity(self.findings)
 
@@ -122,25 +129,16 @@ class Diagnosis:
 
 
 def _with_repair_hints(
-    findings: list[Finding], path: str, releases: dict[str, str] | None = None
+    findings: list[Finding], path: str, specs: dict[str, str] | None = None, target: str | None = None
 ) -> list[Finding]:
-    """Append the ``repair`` command to error fixes that ``repair`` handles for that engine.
-
-    Which codes it handles is ``repair.POLICY`` (one table); a refusal there keeps the manual fix.
-    """
-    releases = releases or {}
+    """Append the ``repair`` command (with this run's paths) to the fixes ``repair`` handles for that
+    engine: errors and config conversions. Which codes it handles is ``repair.POLICY`` (one table,
+    read by :func:`eagle3_forensics.repair.next_steps.fix_command`); a refusal keeps the manual fix."""
     out = []
     for f in findings:
-        policy = POLICY.get(f.code)
-        if (
-            f.severity is Severity.ERROR
-            and f.engine in REPAIRABLE_ENGINES
-            and policy is not None
-            and policy.action == FIX
-            and not policy.refuses(f)
-        ):
-            spec = releases.get(f.engine, f.engine)
-            hint = f"Automated: eagle3-forensics repair {path} --engine {spec} --out DST."
+        cmd = fix_command(f, path, specs=specs, target=target)
+        if cmd is not None:
+            hint = f"Automated: {cmd}"
             f = replace(f, fix=f"{f.fix} {hint}" if f.fix else hint)
         out.append(f)
     return out
@@ -208,7 +206,8 @@ def diagnose(
             found = _with_launch(found, ctx, settings, lrules, path, launch_base)
         proofs = {r.name: r.proof.value for r in releases}
         found = _with_proof(found, proofs, lrules)
-        findings = sort_findings(_with_repair_hints(found, str(path), specs))
+        tpath = None if target is None else str(target)
+        findings = sort_findings(_with_repair_hints(found, str(path), specs, tpath))
         return Diagnosis(
             str(path),
             ctx.fmt.label,
@@ -220,6 +219,7 @@ def diagnose(
             releases=judged_labels,
             launch=settings,
             proofs=proofs,
+            specs=specs,
         )
     except UnusableInputError as exc:
         d = unreadable(path, releases, str(exc))
