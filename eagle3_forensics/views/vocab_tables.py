@@ -173,15 +173,19 @@ def comparison_table(cmp: MappingComparison) -> Any:
     import pandas as pd  # optional: pandas
 
     d = cmp.to_dict(limit=0)
-    fields = ["label", "target_vocab_size", "draft_vocab_size", "kind", "selection_from", "fingerprint"]
+    # the columns carry the maps' names (not "a"/"b"); two maps of one name stay two columns
+    a, b = (str(x) for x in cmp.labels)
+    if a == b:
+        a, b = f"{a} (1)", f"{b} (2)"
+    fields = ["target_vocab_size", "draft_vocab_size", "kind", "selection_from", "fingerprint"]
     frame = pd.DataFrame(
-        {"a": [d["a"][f] for f in fields], "b": [d["b"][f] for f in fields]},
+        {a: [d["a"][f] for f in fields], b: [d["b"][f] for f in fields]},
         index=pd.Index(fields, name="field"),
     )
     extra = pd.DataFrame(
         {
-            "a": [cmp.common, round(cmp.jaccard, 6), d["only_in_a"]["count"], cmp.identical, cmp.d2t_equal],
-            "b": [cmp.common, round(cmp.jaccard, 6), d["only_in_b"]["count"], cmp.identical, cmp.d2t_equal],
+            a: [cmp.common, round(cmp.jaccard, 6), d["only_in_a"]["count"], cmp.identical, cmp.d2t_equal],
+            b: [cmp.common, round(cmp.jaccard, 6), d["only_in_b"]["count"], cmp.identical, cmp.d2t_equal],
         },
         index=pd.Index(
             ["ids in common", "jaccard", "ids only here", "same selection", "d2t tensors equal"], name="field"

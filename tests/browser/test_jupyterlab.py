@@ -173,8 +173,8 @@ def test_04_probe_runs_clean(jl: JupyterLabPage, tmp_path: Path) -> None:
     # the Explore section: the probe explorer is live and re-runs with another K (one Run All for both)
     assert STATIC_NOTE not in jl.text()
     probe = jl.widget("e3f-probe")
-    assert any(o.startswith("sglang 0.5.10.post1") for o in jl.options(probe, nth=1))  # releases offered
-    jl.choose(probe, "2")  # K
+    assert any(o.startswith("sglang 0.5.10.post1") for o in jl.options(probe, nth=0))  # releases offered
+    jl.set_slider(probe, 2)  # K: a slider, as in 00's probe controls
     jl.mark_stale(probe)  # the notebook's own result is shown until the new run replaces it
     jl.click_button("Run probe")
     jl.wait_fresh(probe, "img")  # the per-position figure of the new run

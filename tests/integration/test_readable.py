@@ -82,7 +82,23 @@ def test_tables_scroll_in_a_bounded_box_with_a_sticky_header() -> None:
     page = table_html(pd.DataFrame({"name": ["<b>x</b>"], "n": [None]}))
     assert page.startswith('<div class="e3f-table-box" style="max-height:36em;max-width:100%;overflow:auto')
     assert page.count("position:sticky;top:0") == 2  # each header cell, no script
-    assert "&lt;b&gt;x&lt;/b&gt;" in page and "<script" not in page and "<td>–</td>" in page
+    assert "&lt;b&gt;x&lt;/b&gt;" in page and "<script" not in page and ">–</td>" in page
+
+
+def test_text_left_numbers_right_fingerprints_short_with_the_full_value_on_hover() -> None:
+    import re
+
+    import pandas as pd
+
+    from eagle3_forensics.views.html import table_html
+
+    fp = "0123456789abcdef" * 4
+    page = table_html(
+        pd.DataFrame({"name": ["a", "b"], "n": [3, None], "share": ["87.3%", "0.66×"], "fp": [fp, "–"]})
+    )
+    aligns = re.findall(r'<t[hd] style="[^"]*text-align:(\w+)', page)
+    assert aligns == ["left", "right", "right", "left"] + ["left", "right", "right", "left"] * 2, aligns
+    assert f'title="{fp}"><code>0123456789ab…</code>' in page and page.count(fp) == 1
 
 
 def test_evidence_json_keeps_text_and_shows_hidden_characters() -> None:
