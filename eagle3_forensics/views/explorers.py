@@ -101,7 +101,9 @@ def key_fate_rows(
             f"bad fate filter {fate!r}: use 'ENGINE: ACTION', engines {', '.join(diagnosis.loads)}"
         )
     keep = df[engine].map(lambda shown: str(shown).split(" ")[0] == action)
-    return df[keep].reset_index(drop=True)
+    # the filtered engine's column comes first after the name: the column the filter is about
+    order = ["name", engine, *(c for c in df.columns if c not in ("name", engine))]
+    return df[keep][order].reset_index(drop=True)
 
 
 def _key_html(diagnosis: Diagnosis, inspection: Inspection, fate: str, query: str) -> str:

@@ -128,7 +128,54 @@ class JupyterLabPage:
         self.page.wait_for_timeout(300)
         return path
 
+    def screenshot_first_screen(self, path: Path, width: int = 1100, height: int = 760) -> Path:
+        """What a reader sees first after Run All, file browser closed: a small PNG for the docs."""
+        before = self.page.viewport_size or {"width": 1400, "height": 1000}
+        self.page.keyboard.press("Control+b")
+        self.page.set_viewport_size({"width": width, "height": height})
+        self.page.wait_for_timeout(800)
+        self._to_top()
+        self.page.screenshot(path=str(path))
+        self.page.set_viewport_size(before)
+        self.page.keyboard.press("Control+b")
+        self.page.wait_for_timeout(300)
+        return path
+
+    def _to_top(self) -> None:
+        self.page.evaluate(
+            "(p) => document.querySelectorAll(p + ' *').forEach(e => { e.scrollTop = 0; })", self.panel
+        )
+        self.page.wait_for_timeout(300)
+
     # -- observations -------------------------------------------------------------------------
+
+    def first_screen(self) -> str:
+        """The text of the cell outputs a reader sees without scrolling, the notebook at its top."""
+        self._to_top()
+        text: str = self.page.evaluate(
+            """(panel) => Array.from(document.querySelectorAll(panel + ' .jp-OutputArea-output'))
+                .filter(e => e.getBoundingClientRect().top < window.innerHeight - 60)
+                .map(e => e.innerText).join('\\n')""",
+            self.panel,
+        )
+        return text
+
+    def table_widths(self) -> list[tuple[int, str]]:
+        """Every rendered table in the outputs: its full width in px (scrolled part included) and
+        its header, for a failure message."""
+        out: list[list[Any]] = self.page.evaluate(
+            """(panel) => Array.from(document.querySelectorAll(panel + ' .jp-OutputArea-output table'))
+                .filter(t => t.offsetParent !== null)
+                .map(t => [Math.round(t.getBoundingClientRect().width),
+                           Array.from(t.querySelectorAll('th')).slice(0, 8).map(h => h.innerText).join(' | ')])""",
+            self.panel,
+        )
+        return [(int(w), str(h)) for w, h in out]
+
+    def dirty(self) -> bool:
+        """The open notebook's tab shows unsaved changes."""
+        tab = ".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current.jp-mod-dirty"
+        return bool(self.page.locator(tab).count())
 
     def problems(self) -> list[str]:
         """Every error and stderr output of the open notebook (JupyterLab renders both as stderr)."""
