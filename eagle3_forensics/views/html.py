@@ -219,8 +219,8 @@ def table_html(df: pd.DataFrame) -> str:
     :func:`eagle3_forensics.views.format.tidy` (``–`` for missing, no meaningless index), all rows
     shown, inside a bounded box that scrolls both ways with the header row sticky. Columns of
     numbers are right-aligned and every other column left-aligned (JupyterLab's own stylesheet
-    right-aligns every cell); a 64-hex-digit fingerprint shows its first 12 digits, the full value
-    on hover (``title``)."""
+    right-aligns every cell); a 64-hex-digit fingerprint (``sha256:`` or bare) shows its first 12
+    digits, the full value on hover (``title``)."""
     t = tidy(df)
     right = [_numeric(t.iloc[:, j].tolist()) for j in range(t.shape[1])]
     head = "".join(
@@ -241,7 +241,7 @@ def table_html(df: pd.DataFrame) -> str:
 #: a cell a reader reads as a number (the spellings of views.format): 12, -3, 0.873, 87.3%, 0.66×,
 #: 297.6 tok/s, 1,024, 1.5e-05, 12.0 MiB
 _NUMBER = re.compile(r"^[-+−]?(\d[\d,]*)?(\.\d+)?(e[-+]?\d+)?( ?(%|×|tok/s|s|ms|B|KiB|MiB|GiB))?$")
-_FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
+_FINGERPRINT = re.compile(r"^(sha256:)?[0-9a-f]{64}$")
 FINGERPRINT_SHOWN = 12  # hex digits a fingerprint cell shows; the rest is in its title
 
 
@@ -255,8 +255,18 @@ def _td(value: Any, right: bool) -> str:
     text = str(value)
     align = f"text-align:{'right' if right else 'left'}"
     if _FINGERPRINT.match(text):
-        return f'<td style="{align}" title="{text}"><code>{text[:FINGERPRINT_SHOWN]}…</code></td>'
-    return f'<td style="{align}">{html.escape(text)}</td>'
+        short = text[: text.index(":") + 1 + FINGERPRINT_SHOWN] if ":" in text else text[:FINGERPRINT_SHOWN]
+        return f'<td style="{align}" title="{text}"><code>{short}…</code></td>'
+    shown = html.escape(text)
+    if not right and len(text) > _BREAK_AFTER:
+        # a long dotted name or path may break after its dots and slashes (<wbr>): the column gets
+        # as narrow as its longest part, not its longest name, and the table fits the notebook
+        shown = _BREAKS.sub(r"\1<wbr>", shown)
+    return f'<td style="{align}">{shown}</td>'
+
+
+_BREAK_AFTER = 20  # characters: shorter cells never break
+_BREAKS = re.compile(r"([./])(?=\w)")
 
 
 @lru_cache(maxsize=1)
