@@ -224,7 +224,7 @@ def table_html(df: pd.DataFrame) -> str:
     t = tidy(df)
     right = [_numeric(t.iloc[:, j].tolist()) for j in range(t.shape[1])]
     head = "".join(
-        f'<th style="{_STICKY_TH};text-align:{"right" if r else "left"}">{html.escape(str(c))}</th>'
+        f'<th style="{_STICKY_TH};{_PAD};text-align:{"right" if r else "left"}">{html.escape(str(c))}</th>'
         for c, r in zip(t.columns, right, strict=True)
     )
     body = "".join(
@@ -266,6 +266,8 @@ def _td(value: Any, right: bool) -> str:
 
 
 _BREAK_AFTER = 20  # characters: shorter cells never break
+#: cell padding: JupyterLab's 0.5em all round costs a 13-column table 130 px of a 1,000 px notebook
+_PAD = "padding:0.35em 0.45em"
 _BREAKS = re.compile(r"([./])(?=\w)")
 
 

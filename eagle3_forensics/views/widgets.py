@@ -565,7 +565,20 @@ def _lookup_html(data: TokenLookup, queries: Sequence[str | int]) -> str:
         for line in dict.fromkeys(data.tokenisation(q) for q in queries)
         if line
     )
-    return data.summary_html() + notes + table_html(data.table(queries))
+    return data.summary_html() + notes + table_html(_compact(data.table(queries)))
+
+
+def _compact(df: pd.DataFrame) -> pd.DataFrame:
+    """The lookup table as shown: corpus count and share in one column (``90 (0.95%)``), and a
+    column no row fills (``note``, mostly) left out, so sixteen columns fit a 1,000 px notebook."""
+    df = df.copy()
+    if {"corpus count", "corpus share"} <= set(df.columns):
+        at = list(df.columns).index("corpus count")
+        both = [f"{c} ({s})" for c, s in zip(df["corpus count"], df["corpus share"], strict=True)]
+        df = df.drop(columns=["corpus count", "corpus share"])
+        df.insert(at, "corpus", both)
+    empty = [c for c in df.columns if df[c].map(lambda v: str(v).strip() in ("", "nan", "None")).all()]
+    return df.drop(columns=empty)
 
 
 def token_lookup(
