@@ -224,7 +224,8 @@ def table_html(df: pd.DataFrame) -> str:
     t = tidy(df)
     right = [_numeric(t.iloc[:, j].tolist()) for j in range(t.shape[1])]
     head = "".join(
-        f'<th style="{_STICKY_TH};{_PAD};text-align:{"right" if r else "left"}">{html.escape(str(c))}</th>'
+        f'<th style="{_STICKY_TH};{_PAD};text-align:{"right" if r else "left"};overflow-wrap:anywhere">'
+        f"{html.escape(str(c))}</th>"
         for c, r in zip(t.columns, right, strict=True)
     )
     body = "".join(
@@ -253,7 +254,8 @@ def _numeric(cells: list[Any]) -> bool:
 
 def _td(value: Any, right: bool) -> str:
     text = str(value)
-    align = f"text-align:{'right' if right else 'left'}"
+    # text may break inside a word when the notebook is too narrow for its column (a number never)
+    align = f"{_PAD};text-align:right" if right else f"{_PAD};text-align:left;overflow-wrap:anywhere"
     if _FINGERPRINT.match(text):
         short = text[: text.index(":") + 1 + FINGERPRINT_SHOWN] if ":" in text else text[:FINGERPRINT_SHOWN]
         return f'<td style="{align}" title="{text}"><code>{short}…</code></td>'
@@ -365,7 +367,10 @@ def format_html(inspection: Inspection) -> str:
             f"{_human_bytes(inspection.total_bytes)}",
         ),
     ]
-    body = "".join(f"<tr><td><b>{esc(k)}</b></td><td>{esc(v)}</td></tr>" for k, v in rows)
+    body = "".join(
+        f'<tr><td style="text-align:left"><b>{esc(k)}</b></td><td style="text-align:left">{esc(v)}</td></tr>'
+        for k, v in rows
+    )
     return f'<table class="e3f-format" style="border:0">{body}</table>'
 
 
