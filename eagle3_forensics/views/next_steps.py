@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eagle3_forensics.checks.diagnose import diagnose
 from eagle3_forensics.repair.next_steps import NextStep, StepAction, repair_out
 from eagle3_forensics.views.html import esc
 
@@ -41,8 +42,6 @@ def papermill_line(notebook: str, parameters: Mapping[str, Any], out: str | None
 def diagnosis_for(checkpoint: Any, target: Any = None, engine: Any = "all") -> Diagnosis | None:
     """The static diagnosis a "Next" section names commands from, for notebooks that did not run one
     (03-05): ``None`` when ``checkpoint`` is not a drafter directory (a map file) or cannot be read."""
-    from eagle3_forensics.checks.diagnose import diagnose  # the checks layer, on demand
-
     if checkpoint is None or not Path(str(checkpoint)).is_dir():
         return None
     spec = str(engine) if engine and str(engine).split("==")[0] in (*PROBE_VIEWS, "tensorrt_llm") else "all"

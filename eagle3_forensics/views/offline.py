@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from eagle3_forensics.io.dumps.layouts import LAYOUTS
 from eagle3_forensics.views import format as fmt
+from eagle3_forensics.views.html import VERDICT_COLOURS, badge, esc, finding_card_html
 from eagle3_forensics.views.text import human_bytes, render_finding
 
 if TYPE_CHECKING:
@@ -171,8 +172,6 @@ def audit_verdict(a: DataAudit) -> str:
 def audit_cards_html(a: DataAudit, what: str = "audit") -> str:
     """The audit's verdict badge and counts, then one card per finding: the cards notebook 00 shows
     (:func:`eagle3_forensics.views.html.finding_card_html`), so a finding reads the same everywhere."""
-    from eagle3_forensics.views.html import VERDICT_COLOURS, badge, esc, finding_card_html
-
     verdict = audit_verdict(a)
     counts = a.to_dict()["counts"]
     head = (
