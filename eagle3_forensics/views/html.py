@@ -224,8 +224,7 @@ def table_html(df: pd.DataFrame) -> str:
     t = tidy(df)
     right = [_numeric(t.iloc[:, j].tolist()) for j in range(t.shape[1])]
     head = "".join(
-        f'<th style="{_STICKY_TH};{_PAD};text-align:{"right" if r else "left"};overflow-wrap:anywhere">'
-        f"{html.escape(str(c))}</th>"
+        f'<th style="{_STICKY_TH};{_PAD};text-align:{"right" if r else "left"}">{html.escape(str(c))}</th>'
         for c, r in zip(t.columns, right, strict=True)
     )
     body = "".join(
@@ -254,8 +253,11 @@ def _numeric(cells: list[Any]) -> bool:
 
 def _td(value: Any, right: bool) -> str:
     text = str(value)
-    # text may break inside a word when the notebook is too narrow for its column (a number never)
-    align = f"{_PAD};text-align:right" if right else f"{_PAD};text-align:left;overflow-wrap:anywhere"
+    # long text may break inside a word when the notebook is too narrow for its column; a number,
+    # a header or a short cell never does (their words set the columns' least widths)
+    align = f"{_PAD};text-align:{'right' if right else 'left'}"
+    if not right and len(text) > _BREAK_AFTER:
+        align += ";overflow-wrap:anywhere"
     if _FINGERPRINT.match(text):
         short = text[: text.index(":") + 1 + FINGERPRINT_SHOWN] if ":" in text else text[:FINGERPRINT_SHOWN]
         return f'<td style="{align}" title="{text}"><code>{short}…</code></td>'
