@@ -224,7 +224,8 @@ def table_html(df: pd.DataFrame) -> str:
     t = tidy(df)
     right = [_numeric(t.iloc[:, j].tolist()) for j in range(t.shape[1])]
     head = "".join(
-        f'<th style="{_STICKY_TH};{_PAD};text-align:{"right" if r else "left"}">{html.escape(str(c))}</th>'
+        f'<th style="{_STICKY_TH};{_PAD};text-align:{"right" if r else "left"}{_header_wrap(c, t[c])}">'
+        f"{html.escape(str(c))}</th>"
         for c, r in zip(t.columns, right, strict=True)
     )
     body = "".join(
@@ -251,6 +252,18 @@ def _numeric(cells: list[Any]) -> bool:
     return bool(present) and all(_NUMBER.match(c) and any(ch.isdigit() for ch in c) for c in present)
 
 
+def _longest_word(text: object) -> int:
+    return max((len(w) for w in str(text).split()), default=0)
+
+
+def _header_wrap(name: object, column: Any) -> str:
+    """A header may break inside a word only when that long word is much wider than anything in its
+    column (``overwritten`` over counts): else the cells set the column's width and the header stays
+    whole (``value`` over ``3.10``)."""
+    cells = max((_longest_word(v) for v in column), default=0)
+    return ";overflow-wrap:anywhere" if _longest_word(name) > max(cells + 3, 8) else ""
+
+
 def _td(value: Any, right: bool) -> str:
     text = str(value)
     # long text may break inside a word when the notebook is too narrow for its column; a number,
@@ -270,8 +283,8 @@ def _td(value: Any, right: bool) -> str:
 
 
 _BREAK_AFTER = 20  # characters: shorter cells never break
-#: cell padding: JupyterLab's 0.5em all round costs a 13-column table 130 px of a 1,000 px notebook
-_PAD = "padding:0.35em 0.45em"
+#: cell padding: JupyterLab's 0.5em all round costs a 13-column table 170 px of a 1,000 px notebook
+_PAD = "padding:0.3em 0.35em"
 _BREAKS = re.compile(r"([./])(?=\w)")
 
 

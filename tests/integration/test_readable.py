@@ -193,13 +193,26 @@ def test_a_drafter_that_accepts_nothing_gets_words_once_not_an_empty_chart(
         assert "(acceptance length 1.00, 0 of " in texts, name
 
 
-def test_00_opens_with_the_verdict() -> None:
-    nb = nbformat.read(str(NOTEBOOK_DIR / "00_triage.ipynb"), as_version=4)
+@pytest.mark.parametrize(
+    ("notebook", "answer"),
+    [
+        ("00_triage", "verdict_html"),
+        ("01_checkpoint_keys", "verdict_html"),
+        ("02_vocab_mapping", "evidence_table"),
+        ("03_token_histograms", "coverage_table"),
+        ("04_accept_rate_probe", "summary_table"),
+        ("05_offline_probe", "offline_summary_table"),
+    ],
+)
+def test_each_notebook_opens_with_its_answer_and_ends_with_next(notebook: str, answer: str) -> None:
+    nb = nbformat.read(str(NOTEBOOK_DIR / f"{notebook}.ipynb"), as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
     assert len(params) == 1 and params[0] is code[0]  # papermill's one parameters cell, kept
     folded = [c for c in code if c.metadata.get("jupyter", {}).get("source_hidden")]
     assert code[0] in folded and code[1] in folded  # the parameters and the imports are folded away
-    assert "verdict_html" in code[2].source  # the first visible output is the verdict
-    before_verdict = [c for c in nb.cells[: nb.cells.index(code[2])] if c.cell_type == "markdown"]
-    assert sum(len(c.source.splitlines()) for c in before_verdict) <= 10  # a short introduction
+    assert answer in code[2].source  # the first visible output is the notebook's answer
+    before = [c for c in nb.cells[: nb.cells.index(code[2])] if c.cell_type == "markdown"]
+    assert sum(len(c.source.splitlines()) for c in before) <= 12  # a short introduction
+    headings = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown"]
+    assert "## Next" in headings and "next_html(" in "".join(c.source for c in code)
