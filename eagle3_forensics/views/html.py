@@ -275,17 +275,12 @@ def _td(value: Any, right: bool) -> str:
         short = text[: text.index(":") + 1 + FINGERPRINT_SHOWN] if ":" in text else text[:FINGERPRINT_SHOWN]
         return f'<td style="{align}" title="{text}"><code>{short}…</code></td>'
     shown = html.escape(text)
-    if not right and len(text) > _BREAK_AFTER:
-        # a long dotted name or path may break after its dots and slashes (<wbr>): the column gets
-        # as narrow as its longest part, not its longest name, and the table fits the notebook
-        shown = _BREAKS.sub(r"\1<wbr>", shown)
     return f'<td style="{align}">{shown}</td>'
 
 
 _BREAK_AFTER = 20  # characters: shorter cells never break
 #: cell padding: JupyterLab's 0.5em all round costs a 13-column table 170 px of a 1,000 px notebook
 _PAD = "padding:0.3em 0.35em"
-_BREAKS = re.compile(r"([./])(?=\w)")
 
 
 @lru_cache(maxsize=1)
