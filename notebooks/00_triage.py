@@ -54,6 +54,7 @@ from IPython.display import HTML
 
 from eagle3_forensics.runs.record import record_triage
 from eagle3_forensics.views.html import show_table, verdict_html
+from eagle3_forensics.views.next_steps import next_html
 from eagle3_forensics.views.triage import (
     acceptance_figure,
     acceptance_html,
@@ -143,6 +144,15 @@ probe_controls(
     engine=probe_engine,
     device=device,
 )
+
+# %% [markdown]
+# ## Next
+#
+# Run this notebook on your drafter, repair what it found, and confirm the repair: the commands
+# below carry this run's paths (`eagle3_forensics.views.next_steps`).
+
+# %%
+HTML(next_html("00_triage", {"checkpoint": checkpoint, "target": target, "engine": engine}, t.diagnosis))
 
 # %% [markdown]
 # ## Machine-readable record

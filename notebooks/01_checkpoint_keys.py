@@ -17,26 +17,9 @@
 # # 01 · Checkpoint keys: what each engine would load
 #
 # Static forensics of one EAGLE-3 drafter checkpoint: nothing runs on a GPU and no weights are
-# loaded into a model. The workflow:
-#
-# 1. **Parameters** (next cell): the drafter directory (`config.json` + weights), an optional
-#    target model directory for cross-checks (`None` skips them), and the engine to look at
-#    (`"all"`, `"sglang"`, `"vllm"`, `"eagle"` or `"speculators"`). Relative paths are relative to
-#    this notebook's folder.
-# 2. **Verdict**: overall and per engine (`healthy`, `warnings`, `broken`, `unusable`, `not applicable`).
-# 3. **Detected format** and the **tensor table**, from the safetensors header alone.
-# 4. **Load simulation**: for every engine, how many tensors it uses, renames, overwrites from the
-#    target, drops silently or rejects, and which engine parameters nothing fills.
-# 5. **Key fates**: the fate of every checkpoint key under the chosen engine(s).
-# 6. **Findings** with their evidence and the fix for each.
-# 7. **Explore**: a key browser filtered by one engine's fate (live in JupyterLab, static in reports).
-#
-# Run it headless over the demo drafters with `python -m eagle3_forensics report --out reports`
-# (papermill + nbconvert), or for one drafter:
-# `papermill notebooks/01_checkpoint_keys.ipynb out.ipynb --cwd notebooks -k python3 -p checkpoint PATH`.
-# All logic lives in `eagle3_forensics`; this notebook only calls it and displays the results.
+# loaded into a model.
 
-# %% tags=["parameters"]
+# %% jupyter={"source_hidden": true} tags=["parameters"]
 checkpoint = "../data/demo/drafters/speculators_layout"  # drafter directory: config.json + weights
 target = "../data/demo/target"  # target model directory, or None to skip target cross-checks
 # engine: "all", an engine ("sglang", "vllm", "eagle", "speculators", "tensorrt_llm": its newest
@@ -46,7 +29,7 @@ engine = "all"
 # explore_fate: what the static key browser shows, "ENGINE: ACTION" (e.g. "eagle: dropped") or "" (every key)
 explore_fate = ""
 
-# %%
+# %% jupyter={"source_hidden": true}
 import importlib.util
 
 if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel without the package
@@ -71,6 +54,7 @@ from eagle3_forensics.views.html import (
     tensor_table,
     verdict_html,
 )
+from eagle3_forensics.views.next_steps import next_html
 from eagle3_forensics.views.repair import repair_table
 
 # %% [markdown]
@@ -79,6 +63,27 @@ from eagle3_forensics.views.repair import repair_table
 # %%
 d = diagnose(checkpoint, target=target, engines=engine)
 HTML(verdict_html(d))
+
+# %% [markdown]
+# ## About this notebook
+#
+# 1. **Parameters** (the folded cell at the top): the drafter directory (`config.json` + weights), an optional
+#    target model directory for cross-checks (`None` skips them), and the engine to look at
+#    (`"all"`, `"sglang"`, `"vllm"`, `"eagle"` or `"speculators"`). Relative paths are relative to
+#    this notebook's folder.
+# 2. **Verdict**: overall and per engine (`healthy`, `warnings`, `broken`, `unusable`, `not applicable`).
+# 3. **Detected format** and the **tensor table**, from the safetensors header alone.
+# 4. **Load simulation**: for every engine, how many tensors it uses, renames, overwrites from the
+#    target, drops silently or rejects, and which engine parameters nothing fills.
+# 5. **Key fates**: the fate of every checkpoint key under the chosen engine(s).
+# 6. **Findings** with their evidence and the fix for each.
+# 7. **Explore**: a key browser filtered by one engine's fate (live in JupyterLab, static in reports).
+#
+# Run it headless over the demo drafters with `python -m eagle3_forensics report --out reports`
+# (papermill + nbconvert), or for one drafter:
+# `papermill notebooks/01_checkpoint_keys.ipynb out.ipynb --cwd notebooks -k python3 -p checkpoint PATH`.
+# All logic lives in `eagle3_forensics`; this notebook only calls it and displays the results.
+
 
 # %% [markdown]
 # ## Detected format
@@ -141,6 +146,15 @@ show_table(repair_table(checkpoint, target))
 
 # %%
 key_browser(d, ins, fate=explore_fate)
+
+# %% [markdown]
+# ## Next
+#
+# Run this notebook on your drafter, repair what it found, and confirm the repair: the commands
+# below carry this run's paths (`eagle3_forensics.views.next_steps`).
+
+# %%
+HTML(next_html("01_checkpoint_keys", {"checkpoint": checkpoint, "target": target, "engine": engine}, d))
 
 # %% [markdown]
 # ## Machine-readable record

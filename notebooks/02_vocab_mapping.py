@@ -21,29 +21,8 @@
 # ascending, so a correct map satisfies, with `sel = nonzero(t2d)`:
 #
 #     d2t[i] = sel[i] - i        nonzero(t2d) == d2t + arange(v)
-#
-# This notebook decides from that full identity, never from how a few entries look (`d2t[:20] == 0`
-# is exactly right when the first selected ids are `0..19`). The workflow:
-#
-# 1. **Parameters** (next cell): the drafter (or a map file), the target model directory, and the
-#    training data to rebuild the map from (`ids`, a token-id file; or `corpus`, a JSONL tokenised
-#    with the target's tokenizer). Relative paths are relative to this notebook's folder.
-# 2. **The map as stored**, its **classification** and the **evidence**: agreement of `nonzero(t2d)`
-#    with each reading of `d2t`, the first wrong draft id, the first entries side by side.
-# 3. **The staircase**: `d2t[i]` against `i` over the offsets `t2d` implies; absolute ids climb above
-#    it, a double conversion falls below zero.
-# 4. **`lm_head` rows**: which reading of `d2t` the drafter's head agrees with (exact for frozen
-#    speculators >= 0.5 heads, row cosine as a labelled heuristic otherwise).
-# 5. **Rebuild from the data** with the trainer's tie-break and **compare** (Jaccard, ids only in
-#    one, fingerprints for provenance).
-# 6. **The fix**, applied in memory and re-classified. Write a repaired checkpoint with
-#    `eagle3-forensics repair` (or `vocab build` for a fresh map file).
-# 7. **Explore**: a draft↔target token lookup and a picker comparing any two maps.
-#
-# Headless: `papermill notebooks/02_vocab_mapping.ipynb out.ipynb --cwd notebooks -p checkpoint PATH`.
-# All logic lives in `eagle3_forensics`; this notebook only calls it and displays the results.
 
-# %% tags=["parameters"]
+# %% jupyter={"source_hidden": true} tags=["parameters"]
 checkpoint = "../data/demo/drafters/d2t_double_offset"  # drafter directory, or a map file with d2t/t2d
 target = "../data/demo/target"  # target model directory (vocab size, tokenizer, lm_head), or None
 ids = "../data/demo/corpus_ids.safetensors"  # training token ids (input_ids + loss_mask), or None
@@ -55,7 +34,7 @@ lookup = None  # token strings / ids the static token lookup shows; None: the mo
 # the data", "checkpoint after the fix" (when a fix is needed), "reference: <name>"
 explore_compare = ["checkpoint (stored)", "rebuilt from the data"]
 
-# %%
+# %% jupyter={"source_hidden": true}
 import importlib.util
 
 if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel without the package
@@ -66,9 +45,12 @@ if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel w
     wrong_kernel._render_traceback_ = [str(wrong_kernel)].copy  # type: ignore[attr-defined]  # IPython shows this one line
     raise wrong_kernel
 # %matplotlib inline
+from IPython.display import HTML
+
 from eagle3_forensics.runs.record import record
 from eagle3_forensics.views.explorers import map_compare, named_maps
 from eagle3_forensics.views.html import show_table
+from eagle3_forensics.views.next_steps import diagnosis_for, next_html
 from eagle3_forensics.views.plots import plot_d2t_staircase, plot_offset_histogram, plot_selected_density
 from eagle3_forensics.views.repair import repair_table
 from eagle3_forensics.views.vocab_tables import (
@@ -88,15 +70,6 @@ from eagle3_forensics.vocab.inputs import build_vocab_mapping_from_data, lm_head
 from eagle3_forensics.vocab.mapping import classify_mapping, compare_mappings, suggest_d2t_fix
 
 # %% [markdown]
-# ## The map as stored
-#
-# Shapes and dtypes of `d2t` and `t2d`, and the sizes `diagnose` uses.
-
-# %%
-m = load_mapping(checkpoint, target)
-mapping_table(m)
-
-# %% [markdown]
 # ## Classification and evidence
 #
 # `agreement if offsets / absolute / double_offset` is the share of draft ids for which
@@ -104,8 +77,41 @@ mapping_table(m)
 # reading at 100% names the encoding.
 
 # %%
+m = load_mapping(checkpoint, target)
 cls = classify_mapping(m.d2t, m.t2d, m.target_vocab_size, m.draft_vocab_size)
 evidence_table(cls)
+
+# %% [markdown]
+# ## About this notebook
+#
+# This notebook decides from that full identity, never from how a few entries look (`d2t[:20] == 0`
+# is exactly right when the first selected ids are `0..19`). The workflow:
+#
+# 1. **Parameters** (the folded cell at the top): the drafter (or a map file), the target model directory, and the
+#    training data to rebuild the map from (`ids`, a token-id file; or `corpus`, a JSONL tokenised
+#    with the target's tokenizer). Relative paths are relative to this notebook's folder.
+# 2. **The map as stored**, its **classification** and the **evidence**: agreement of `nonzero(t2d)`
+#    with each reading of `d2t`, the first wrong draft id, the first entries side by side.
+# 3. **The staircase**: `d2t[i]` against `i` over the offsets `t2d` implies; absolute ids climb above
+#    it, a double conversion falls below zero.
+# 4. **`lm_head` rows**: which reading of `d2t` the drafter's head agrees with (exact for frozen
+#    speculators >= 0.5 heads, row cosine as a labelled heuristic otherwise).
+# 5. **Rebuild from the data** with the trainer's tie-break and **compare** (Jaccard, ids only in
+#    one, fingerprints for provenance).
+# 6. **The fix**, applied in memory and re-classified. Write a repaired checkpoint with
+#    `eagle3-forensics repair` (or `vocab build` for a fresh map file).
+# 7. **Explore**: a draft↔target token lookup and a picker comparing any two maps.
+#
+# Headless: `papermill notebooks/02_vocab_mapping.ipynb out.ipynb --cwd notebooks -p checkpoint PATH`.
+# All logic lives in `eagle3_forensics`; this notebook only calls it and displays the results.
+
+# %% [markdown]
+# ## The map as stored
+#
+# Shapes and dtypes of `d2t` and `t2d`, and the sizes `diagnose` uses.
+
+# %%
+mapping_table(m)
 
 # %% [markdown]
 # ## The first draft ids
@@ -223,6 +229,19 @@ token_lookup(checkpoint, target, queries=lookup, ids=ids, corpus=corpus)
 maps = named_maps(m, rebuilt=rebuilt, fix=fix, reference=reference, target=target)
 map_compare(
     maps, a=explore_compare[0], b=explore_compare[1], tokens=token_table(target, big_v), counts=rebuilt.counts
+)
+
+# %% [markdown]
+# ## Next
+#
+# Run this notebook on your drafter, repair what it found, and confirm the repair: the commands
+# below carry this run's paths (`eagle3_forensics.views.next_steps`).
+
+# %%
+HTML(
+    next_html(
+        "02_vocab_mapping", {"checkpoint": checkpoint, "target": target}, diagnosis_for(checkpoint, target)
+    )
 )
 
 # %% [markdown]

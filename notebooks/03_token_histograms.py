@@ -19,21 +19,9 @@
 # A drafter only proposes target ids inside its draft vocabulary, so the share of corpus tokens
 # whose id is selected is a hard ceiling on what it can ever get accepted, whatever the weights.
 # This notebook counts a corpus tokenised by the **target** tokenizer (only tokens with
-# `loss_mask == 1`, as the trainers count), then shows:
-#
-# 1. the token-frequency histogram with the draft vocabulary marked;
-# 2. the coverage of the checkpoint's map, and the **coverage curve**: the best share any draft
-#    vocabulary of each size could reach on this corpus, with the checkpoint's size marked;
-# 3. coverage by **token class** (special/added, byte-fallback, ordinary) and the most frequent
-#    **uncovered tokens** with their strings;
-# 4. what a map rebuilt from this corpus would cover, side by side;
-# 5. **Explore**: coverage by draft-vocabulary size (a slider) and token class.
-#
-# Parameters: the drafter (or a map file), the target directory (tokenizer), and the corpus as a
-# token-id file (`ids`, preferred) or a JSONL (`corpus`, used when `ids` is None). Headless:
-# `papermill notebooks/03_token_histograms.ipynb out.ipynb --cwd notebooks -p checkpoint PATH`.
+# `loss_mask == 1`, as the trainers count): the coverage first, the rest under *About this notebook*.
 
-# %% tags=["parameters"]
+# %% jupyter={"source_hidden": true} tags=["parameters"]
 checkpoint = "../data/demo/drafters/healthy"  # drafter directory, or a map file with d2t/t2d
 target = "../data/demo/target"  # target model directory with tokenizer.json
 ids = "../data/demo/corpus_ids.safetensors"  # token ids (input_ids + loss_mask) by the target tokenizer, or None
@@ -42,7 +30,7 @@ top_n = 20  # most frequent uncovered tokens to list
 explore_size = None  # draft vocabulary size the static coverage explorer shows; None: the checkpoint's
 explore_class = "all"  # token class it shows: "all", "special/added", "byte-fallback", "ordinary", "no token"
 
-# %%
+# %% jupyter={"source_hidden": true}
 import importlib.util
 
 if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel without the package
@@ -53,8 +41,11 @@ if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel w
     wrong_kernel._render_traceback_ = [str(wrong_kernel)].copy  # type: ignore[attr-defined]  # IPython shows this one line
     raise wrong_kernel
 # %matplotlib inline
+from IPython.display import HTML
+
 from eagle3_forensics.runs.record import record
 from eagle3_forensics.views.explorers import coverage_explorer
+from eagle3_forensics.views.next_steps import diagnosis_for, next_html
 from eagle3_forensics.views.plots import (
     plot_coverage_by_class,
     plot_coverage_curve,
@@ -75,10 +66,37 @@ from eagle3_forensics.vocab.inputs import load_mapping
 from eagle3_forensics.vocab.mapping import select_draft_vocab
 
 # %% [markdown]
+# ## Coverage of the checkpoint's draft vocabulary
+#
+# The share of counted corpus tokens the draft vocabulary can propose at all: a ceiling on acceptance.
+
+# %% jupyter={"source_hidden": true}
+m = load_mapping(checkpoint, target)
+big_v, v = m.sizes()
+counts = corpus_counts(ids=ids, corpus=corpus, tokenizer=target, target_vocab_size=big_v)
+tokens = token_table(target, m.target_vocab_size)
+cov = coverage_report(counts, m, tokens, top_n=top_n, label="checkpoint")
+coverage_table(cov)
+
+# %% [markdown]
+# ## About this notebook
+#
+# 1. the token-frequency histogram with the draft vocabulary marked;
+# 2. the coverage of the checkpoint's map, and the **coverage curve**: the best share any draft
+#    vocabulary of each size could reach on this corpus, with the checkpoint's size marked;
+# 3. coverage by **token class** (special/added, byte-fallback, ordinary) and the most frequent
+#    **uncovered tokens** with their strings;
+# 4. what a map rebuilt from this corpus would cover, side by side;
+# 5. **Explore**: coverage by draft-vocabulary size (a slider) and token class.
+#
+# Parameters: the drafter (or a map file), the target directory (tokenizer), and the corpus as a
+# token-id file (`ids`, preferred) or a JSONL (`corpus`, used when `ids` is None). Headless:
+# `papermill notebooks/03_token_histograms.ipynb out.ipynb --cwd notebooks -p checkpoint PATH`.
+
+# %% [markdown]
 # ## The map
 
 # %%
-m = load_mapping(checkpoint, target)
 mapping_table(m)
 
 # %% [markdown]
@@ -87,12 +105,9 @@ mapping_table(m)
 # Counted tokens per target id (`loss_mask == 1`; a JSONL text counts every token).
 
 # %%
-big_v, v = m.sizes()
-counts = corpus_counts(ids=ids, corpus=corpus, tokenizer=target, target_vocab_size=big_v)
 counts_table(counts)
 
 # %%
-tokens = token_table(target, m.target_vocab_size)
 token_class_table(tokens)
 
 # %% [markdown]
@@ -105,11 +120,7 @@ plot_token_frequencies(counts, m)
 plot_selected_density(m, counts)
 
 # %% [markdown]
-# ## Coverage of the checkpoint's draft vocabulary
-
-# %%
-cov = coverage_report(counts, m, tokens, top_n=top_n, label="checkpoint")
-coverage_table(cov)
+# ## The coverage curve
 
 # %%
 plot_coverage_curve(cov)
@@ -158,6 +169,19 @@ plot_coverage_curve([cov, cov_rebuilt])
 
 # %%
 coverage_explorer(counts, m, tokens, size=explore_size, klass=explore_class)
+
+# %% [markdown]
+# ## Next
+#
+# Run this notebook on your drafter, repair what it found, and confirm the repair: the commands
+# below carry this run's paths (`eagle3_forensics.views.next_steps`).
+
+# %%
+HTML(
+    next_html(
+        "03_token_histograms", {"checkpoint": checkpoint, "target": target}, diagnosis_for(checkpoint, target)
+    )
+)
 
 # %% [markdown]
 # ## Machine-readable record

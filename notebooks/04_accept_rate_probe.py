@@ -20,23 +20,8 @@
 # plain PyTorch: greedy chain speculative decoding with KV caches for both models, `K` drafts per
 # cycle verified by one target forward. Nothing needs a serving engine or a GPU (CUDA is used when
 # present, in bf16).
-#
-# * **Acceptance length** and **per-position acceptance** (vLLM's conventions; each number says
-#   which convention it follows), **speed** against plain greedy decoding of the same target.
-# * **Lossless check**: the committed tokens must equal plain greedy decoding.
-# * **Teacher-forced estimate** (per-step accuracy, simulated acceptance length `1 + Σ Π c_j`)
-#   beside the live figure, and the **aux-layer sweep** (aux ids shifted by −1, 0, +1).
-# * **Engine view**: `engine = "reference"` loads the drafter as its writer meant it (the
-#   intrinsic acceptance); `"sglang"`, `"vllm"`, `"eagle"` or `"speculators"` first apply that
-#   engine's load rules from the diagnose rule tables (dropped keys stay uninitialised, `d2t`,
-#   aux ids and norm flags read the engine's way): the acceptance that engine would deliver.
-# * **Variants side by side**: every drafter under `variants`, under each engine view.
-# * **Explore**: run the probe again with another K, engine release or choice of prompts.
-#
-# Headless: `papermill notebooks/04_accept_rate_probe.ipynb out.ipynb --cwd notebooks -p checkpoint PATH`.
-# CLI equivalent: `eagle3-forensics probe DRAFTER --target DIR --prompts FILE [--engine E] [--json]`.
 
-# %% tags=["parameters"]
+# %% jupyter={"source_hidden": true} tags=["parameters"]
 checkpoint = "../data/demo/drafters/healthy"  # drafter directory (config.json + weights)
 target = "../data/demo/target"  # target model directory (local Hugging Face causal LM)
 prompts = "../data/demo/prompts.jsonl"  # .jsonl with {"prompt": ...} per line, or one prompt per line
@@ -45,12 +30,16 @@ device = "auto"  # "auto" (CUDA in bf16 when present, else CPU in fp32), "cpu" o
 # engine: "reference" or an engine release, e.g. "sglang" (the newest), "sglang==0.5.11", "vllm"
 engine = "reference"
 max_new_tokens = 64  # new tokens per prompt (EOS ignored)
-variants = "../data/demo/drafters"  # directory of drafters to compare, or None to skip the comparison
+# variants: a directory of drafters to compare side by side (e.g. "../data/demo/drafters"; about 40 s
+# on 2 CPU cores for the demo's drafters and three views), or None: the comparison is opt-in
+variants = None
 engines = ["reference", "sglang", "vllm"]  # engine views in the comparison
 server_url = None  # live vLLM/SGLang server serving `target` with `checkpoint` (e.g. "http://127.0.0.1:8000"); None skips
 # server_engine: the engine behind server_url, "vllm" or "sglang" ("sglang==0.5.23" pins a release)
 server_engine = "vllm"
-explore_prompts = [0, 1, 2, 3]  # prompts (by position in the file) the explorer's Run probe starts with
+explore_prompts = (
+    None  # prompts (by position in the file) the explorer starts with; None: all, as the probe above
+)
 # as the server sees it: the request's chat_template_kwargs (None: the template's default; the
 # prompts are rendered with the template whenever the target has one), prompt lengths to probe, and
 # the trained length (or training dumps to take it from; None: unknown)
@@ -59,7 +48,7 @@ lengths = [64, 256, 1024]  # prompt lengths in tokens; [] skips
 trained_length = None
 dumps = None  # e.g. "../data/demo/train/healthy"
 
-# %%
+# %% jupyter={"source_hidden": true}
 import importlib.util
 
 if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel without the package
@@ -70,11 +59,14 @@ if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel w
     wrong_kernel._render_traceback_ = [str(wrong_kernel)].copy  # type: ignore[attr-defined]  # IPython shows this one line
     raise wrong_kernel
 # %matplotlib inline
+from IPython.display import HTML
+
 from eagle3_forensics.probe.core import compare_variants, probe
 from eagle3_forensics.probe.server.core import server_vs_reference
 from eagle3_forensics.runs.record import record
 from eagle3_forensics.views.explorers import probe_explorer
 from eagle3_forensics.views.html import show_table
+from eagle3_forensics.views.next_steps import diagnosis_for, next_html
 from eagle3_forensics.views.probe import (
     acceptance_chart,
     aux_sweep_table,
@@ -94,6 +86,25 @@ from eagle3_forensics.views.server import engine_gap_figure, engine_gap_table, r
 # %%
 r = probe(checkpoint, target, prompts, k=k, max_new_tokens=max_new_tokens, device=device, engine=engine)
 show_table(summary_table(r))
+
+# %% [markdown]
+# ## About this notebook
+#
+# * **Acceptance length** and **per-position acceptance** (vLLM's conventions; each number says
+#   which convention it follows), **speed** against plain greedy decoding of the same target.
+# * **Lossless check**: the committed tokens must equal plain greedy decoding.
+# * **Teacher-forced estimate** (per-step accuracy, simulated acceptance length `1 + Σ Π c_j`)
+#   beside the live figure, and the **aux-layer sweep** (aux ids shifted by −1, 0, +1).
+# * **Engine view**: `engine = "reference"` loads the drafter as its writer meant it (the
+#   intrinsic acceptance); `"sglang"`, `"vllm"`, `"eagle"` or `"speculators"` first apply that
+#   engine's load rules from the diagnose rule tables (dropped keys stay uninitialised, `d2t`,
+#   aux ids and norm flags read the engine's way): the acceptance that engine would deliver.
+# * **Variants side by side**: every drafter under `variants`, under each engine view.
+# * **Explore**: run the probe again with another K, engine release or choice of prompts.
+#
+# Headless: `papermill notebooks/04_accept_rate_probe.ipynb out.ipynb --cwd notebooks -p checkpoint PATH`.
+# CLI equivalent: `eagle3-forensics probe DRAFTER --target DIR --prompts FILE [--engine E] [--json]`.
+
 
 # %% [markdown]
 # ## Per-position acceptance
@@ -197,16 +208,6 @@ probe_explorer(
 )
 
 # %% [markdown]
-# ## Machine-readable record
-#
-# Written to the file named by `$E3F_RECORD` (nothing is written when it is unset).
-
-# %%
-record("probe", r.to_dict())
-record("variants", rows)
-record("server", sr.to_dict() if sr is not None else None)
-
-# %% [markdown]
 # ## As the server sees it: by segment and by prompt length
 #
 # A server renders each chat request with the target's template, the request's
@@ -253,3 +254,28 @@ length_figure(served)  # acceptance length against prompt length; nothing withou
 
 # %%
 record("served", {k_: served.to_dict().get(k_) for k_ in ("chat", "segments", "by_length")})
+
+# %% [markdown]
+# ## Next
+#
+# Run this notebook on your drafter, repair what it found, and confirm the repair: the commands
+# below carry this run's paths (`eagle3_forensics.views.next_steps`).
+
+# %%
+HTML(
+    next_html(
+        "04_accept_rate_probe",
+        {"checkpoint": checkpoint, "target": target, "engine": engine},
+        diagnosis_for(checkpoint, target, engine),
+    )
+)
+
+# %% [markdown]
+# ## Machine-readable record
+#
+# Written to the file named by `$E3F_RECORD` (nothing is written when it is unset).
+
+# %%
+record("probe", r.to_dict())
+record("variants", rows)
+record("server", sr.to_dict() if sr is not None else None)

@@ -19,6 +19,76 @@
 # For targets too big to run here: the trainer already ran the target once and wrote its hidden
 # states to disk (SpecForge `prepare_hidden_states.py`, speculators `data_generation_offline.py`).
 # This notebook runs **only the drafter** over those dumps.
+
+# %% jupyter={"source_hidden": true} tags=["parameters"]
+checkpoint = "../data/demo/drafters/healthy"  # drafter directory (config.json + weights)
+data = "../data/demo/dumps/specforge"  # dump directory (SpecForge, speculators or EAGLE layout)
+target = "../data/demo/target"  # target directory (config, lm_head, final norm), or None: the data teacher
+# engine: "reference" or an engine release ("sglang", "vllm", ...: the newest; "sglang==0.5.11": that one)
+engine = "reference"
+k = 3  # draft steps
+device = "cpu"  # "auto" (CUDA in bf16 when present), "cpu" or "cuda"
+bucket = 8  # tokens per bucket of the along-the-sequence table
+prep = "../data/demo/prep_broken"  # a data-prep directory to audit as well (the seed's situation), or None
+explore_sample = (
+    None  # sample the static sample browser shows: an index or a file under data; None: the worst
+)
+
+# %% jupyter={"source_hidden": true}
+import importlib.util
+
+if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel without the package
+    wrong_kernel = ModuleNotFoundError(
+        "this kernel lacks eagle3_forensics: choose Kernel › Change Kernel › eagle3-forensics"
+        " (or open the notebooks with `make lab`)"
+    )
+    wrong_kernel._render_traceback_ = [str(wrong_kernel)].copy  # type: ignore[attr-defined]  # IPython shows this one line
+    raise wrong_kernel
+# %matplotlib inline
+from IPython.display import HTML
+
+from eagle3_forensics.checks.data import audit_data
+from eagle3_forensics.probe.offline import probe_offline
+from eagle3_forensics.probe.samples import SampleScorer
+from eagle3_forensics.runs.record import record
+from eagle3_forensics.views.explorers import sample_browser
+from eagle3_forensics.views.html import show_table
+from eagle3_forensics.views.next_steps import diagnosis_for, next_html
+from eagle3_forensics.views.offline import (
+    along_sequence_figure,
+    along_sequence_table,
+    audit_cards_html,
+    audit_records,
+    audit_summary_table,
+    layouts_table,
+    offline_per_position_figure,
+    offline_per_position_table,
+    offline_record,
+    offline_summary_table,
+    token_class_figure,
+    token_class_table,
+    worst_samples_table,
+)
+
+# %% [markdown]
+# ## Teacher-forced acceptance per draft step
+#
+# *Accuracy*: step `j` right at a slot; *conditional*: right given steps `0..j-1` were;
+# *cumulative*: steps `0..j` all right (what a chain accepts). Simulated acceptance length
+# `1 + Σ_j Π_{i≤j} conditional_i` includes the bonus token, as `probe` reports it.
+
+# %%
+r = probe_offline(checkpoint, data, target=target, engine=engine, k=k, device=device, bucket=bucket)
+show_table(offline_summary_table(r))
+
+# %%
+show_table(offline_per_position_table(r))
+
+# %%
+offline_per_position_figure(r)
+
+# %% [markdown]
+# ## About this notebook
 #
 # * **Audit** of the data (`audit-data`): unreadable or broken files, loss masks, non-finite states,
 #   aux widths, lengths, and whether the vocabulary map was built from these samples
@@ -37,54 +107,6 @@
 # `eagle3-forensics audit-data DIR`; `--shard I/N --out PART.json` and `merge` split big dumps
 # over machines (docs/offline.md). All logic lives in `eagle3_forensics`.
 
-# %% tags=["parameters"]
-checkpoint = "../data/demo/drafters/healthy"  # drafter directory (config.json + weights)
-data = "../data/demo/dumps/specforge"  # dump directory (SpecForge, speculators or EAGLE layout)
-target = "../data/demo/target"  # target directory (config, lm_head, final norm), or None: the data teacher
-# engine: "reference" or an engine release ("sglang", "vllm", ...: the newest; "sglang==0.5.11": that one)
-engine = "reference"
-k = 3  # draft steps
-device = "cpu"  # "auto" (CUDA in bf16 when present), "cpu" or "cuda"
-bucket = 8  # tokens per bucket of the along-the-sequence table
-prep = "../data/demo/prep_broken"  # a data-prep directory to audit as well (the seed's situation), or None
-explore_sample = (
-    None  # sample the static sample browser shows: an index or a file under data; None: the worst
-)
-
-# %%
-import importlib.util
-
-if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel without the package
-    wrong_kernel = ModuleNotFoundError(
-        "this kernel lacks eagle3_forensics: choose Kernel › Change Kernel › eagle3-forensics"
-        " (or open the notebooks with `make lab`)"
-    )
-    wrong_kernel._render_traceback_ = [str(wrong_kernel)].copy  # type: ignore[attr-defined]  # IPython shows this one line
-    raise wrong_kernel
-# %matplotlib inline
-from eagle3_forensics.checks.data import audit_data
-from eagle3_forensics.probe.offline import probe_offline
-from eagle3_forensics.probe.samples import SampleScorer
-from eagle3_forensics.runs.record import record
-from eagle3_forensics.views.explorers import sample_browser
-from eagle3_forensics.views.html import show_table
-from eagle3_forensics.views.offline import (
-    along_sequence_figure,
-    along_sequence_table,
-    audit_findings_table,
-    audit_records,
-    audit_summary_table,
-    layouts_table,
-    offline_per_position_figure,
-    offline_per_position_table,
-    offline_record,
-    offline_summary_table,
-    render_audit,
-    token_class_figure,
-    token_class_table,
-    worst_samples_table,
-)
-
 # %% [markdown]
 # ## The dumps and the audit
 #
@@ -96,24 +118,7 @@ audit = audit_data(data, drafter=checkpoint, target=target)
 show_table(audit_summary_table(audit))
 
 # %%
-show_table(audit_findings_table(audit))
-
-# %% [markdown]
-# ## Teacher-forced acceptance per draft step
-#
-# *Accuracy*: step `j` right at a slot; *conditional*: right given steps `0..j-1` were;
-# *cumulative*: steps `0..j` all right (what a chain accepts). Simulated acceptance length
-# `1 + Σ_j Π_{i≤j} conditional_i` includes the bonus token, as `probe` reports it.
-
-# %%
-r = probe_offline(checkpoint, data, target=target, engine=engine, k=k, device=device, bucket=bucket)
-show_table(offline_summary_table(r))
-
-# %%
-show_table(offline_per_position_table(r))
-
-# %%
-offline_per_position_figure(r)
+HTML(audit_cards_html(audit, "dumps"))
 
 # %% [markdown]
 # ## Along the sequence
@@ -157,7 +162,12 @@ show_table(worst_samples_table(r, tokenizer=target))
 
 # %%
 prep_audit = audit_data(prep, target=target) if prep else None
-print(render_audit(prep_audit) if prep_audit is not None else "prep audit skipped (prep is None)")
+HTML(audit_cards_html(prep_audit, "prep")) if prep_audit is not None else print(
+    "prep audit skipped (prep is None)"
+)
+
+# %%
+show_table(audit_summary_table(prep_audit)) if prep_audit is not None else None
 
 # %% [markdown]
 # ## The layouts this reader knows
@@ -178,6 +188,21 @@ show_table(layouts_table())
 # %%
 scorer = SampleScorer(checkpoint, data, target=target, engine=engine, k=k, device=device)
 sample_browser(scorer, result=r, sample=explore_sample, target=target)
+
+# %% [markdown]
+# ## Next
+#
+# Run this notebook on your drafter, repair what it found, and confirm the repair: the commands
+# below carry this run's paths (`eagle3_forensics.views.next_steps`).
+
+# %%
+HTML(
+    next_html(
+        "05_offline_probe",
+        {"checkpoint": checkpoint, "data": data, "target": target, "engine": engine},
+        diagnosis_for(checkpoint, target, engine),
+    )
+)
 
 # %% [markdown]
 # ## Machine-readable record

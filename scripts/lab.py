@@ -9,6 +9,13 @@ environment, so it is not in the process list), in the notebooks folder, with ``
 as the default kernel (:mod:`eagle3_forensics.runs.kernel`: the kernelspec ``make setup`` installs
 in the venv, or a private one for this interpreter). Once the server answers, one line gives the
 URL with its token. Ctrl-C (or SIGTERM) stops the server. Other arguments go to JupyterLab.
+
+Exploring leaves the repository clean: the notebooks are tracked without outputs, so this server
+never saves on its own. ``scripts/jupyter_config/labconfig/default_setting_overrides.json`` (put
+ahead on ``JUPYTER_CONFIG_PATH``) turns JupyterLab's autosave off and its news and update checks
+off; these are defaults, so a setting the user made in *Settings* still wins, and *File › Save*
+still writes (what the user asked for). ``.ipynb_checkpoints`` is in ``.gitignore``. The log shows
+warnings only, and the kernels start without the debugger's frozen-modules warning.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from types import FrameType
 from eagle3_forensics.runs.kernel import KERNEL_NAME, kernel_env
 
 ROOT = Path(__file__).resolve().parents[1]
+CONFIG_DIR = ROOT / "scripts" / "jupyter_config"  # labconfig/default_setting_overrides.json
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 90.0
 
@@ -59,10 +67,22 @@ def command(port: int, notebooks: Path, extra: list[str]) -> list[str]:
         f"--ServerApp.root_dir={notebooks}",
         f"--MappingKernelManager.default_kernel_name={KERNEL_NAME}",
         "--ServerApp.log_level=WARN",
+        "--LabApp.log_level=WARN",
+        # no PyPI queries from the extension manager: the lab is the venv's, extensions come with it
+        "--LabApp.extension_manager=readonly",
         # containers and CI run as root, where jupyter_server refuses to start without this
         *(["--ServerApp.allow_root=True"] if os.name == "posix" and os.geteuid() == 0 else []),
         *extra,
     ]
+
+
+def lab_env() -> dict[str, str]:
+    """``JUPYTER_CONFIG_PATH`` with this project's lab defaults first (autosave and news off), and
+    ``PYDEVD_DISABLE_FILE_VALIDATION`` for the kernels (else each prints the debugger's
+    frozen-modules warning on stderr)."""
+    current = [p for p in os.environ.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if p]
+    paths = [str(CONFIG_DIR), *(p for p in current if p != str(CONFIG_DIR))]
+    return {"JUPYTER_CONFIG_PATH": os.pathsep.join(paths), "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
 
 
 def wait_ready(
@@ -103,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.port and port != args.port:
         print(f"port {args.port} is taken; using {port}", flush=True)
     token = secrets.token_hex(24)
-    env = {**os.environ, **kernel_env(), "JUPYTER_TOKEN": token}
+    env = {**os.environ, **kernel_env(), **lab_env(), "JUPYTER_TOKEN": token}
     proc = subprocess.Popen(command(port, notebooks, extra), cwd=notebooks, env=env)  # noqa: S603 - our own argv
 
     def stop(signum: int, _frame: FrameType | None) -> None:

@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -91,6 +92,9 @@ def start_lab(
             found = URL.search(line)
             url = found.group(0) if found else None
         assert url, f"make lab printed no URL within {timeout:.0f} s:\n{''.join(output)[-3000:]}"
+        # keep reading what the server (and its kernels, which share its stderr) print: a full pipe
+        # would block the server in a write, and every later request would hang
+        threading.Thread(target=_drain, args=(proc, output), daemon=True).start()
         parts = urlsplit(url)
         yield Lab(url, f"{parts.scheme}://{parts.netloc}", parse_qs(parts.query)["token"][0], proc, output)
     finally:
@@ -101,6 +105,15 @@ def start_lab(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def _drain(proc: subprocess.Popen[str], output: list[str], keep: int = 2000) -> None:
+    """Read ``proc``'s output until it closes, keeping the last ``keep`` lines in ``output``."""
+    assert proc.stdout is not None
+    os.set_blocking(proc.stdout.fileno(), True)
+    for line in proc.stdout:
+        output.append(line)
+        del output[:-keep]
 
 
 class LabKernel:

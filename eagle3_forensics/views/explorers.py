@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from eagle3_forensics.engines import ENGINE_RELEASES
+from eagle3_forensics.views import format as fmt
 from eagle3_forensics.views.html import esc, table_html, visible
 from eagle3_forensics.views.vocab_tables import comparison_table, only_ids_table
 from eagle3_forensics.views.widgets import (
@@ -100,7 +101,9 @@ def key_fate_rows(
             f"bad fate filter {fate!r}: use 'ENGINE: ACTION', engines {', '.join(diagnosis.loads)}"
         )
     keep = df[engine].map(lambda shown: str(shown).split(" ")[0] == action)
-    return df[keep].reset_index(drop=True)
+    # the filtered engine's column comes first after the name: the column the filter is about
+    order = ["name", engine, *(c for c in df.columns if c not in ("name", engine))]
+    return df[keep][order].reset_index(drop=True)
 
 
 def _key_html(diagnosis: Diagnosis, inspection: Inspection, fate: str, query: str) -> str:
@@ -414,7 +417,8 @@ def probe_explorer(
         from IPython.display import HTML, display  # optional: IPython
 
         views = engine_views()
-        kk = w.Dropdown(options=list(range(1, 9)), value=k if 1 <= k <= 8 else 3, description="K")
+        # the same control for K as 00's probe controls (views.widgets.probe_controls)
+        kk = w.IntSlider(value=k if 1 <= k <= 8 else 3, min=1, max=8, description="K")
         view = w.Dropdown(
             options=views,
             value=engine if engine in {v for _, v in views} else "reference",
@@ -485,7 +489,7 @@ def sample_rows(scores: SampleScores, tokens: TokenTable | None = None) -> pd.Da
     for p, (tid, m) in enumerate(zip(scores.input_ids, scores.loss_mask, strict=True)):
         row: dict[str, Any] = {"position": p, "token id": tid}
         if tokens is not None:
-            row["text"] = visible(repr(tokens.text(tid)))
+            row["text"] = fmt.token(tokens.text(tid))
         row["loss mask"] = "1" if m else "0"
         # slot t feeds token t+1: show its answers on the row of the token it predicts after
         n = at.get(p - 1)
@@ -493,7 +497,7 @@ def sample_rows(scores: SampleScores, tokens: TokenTable | None = None) -> pd.Da
             row.update({"teacher (step 0)": "", "draft steps": "", "accepted": ""})
         else:
             teach = scores.teacher[n]
-            row["teacher (step 0)"] = visible(repr(tokens.text(teach))) if tokens is not None else str(teach)
+            row["teacher (step 0)"] = fmt.token(tokens.text(teach)) if tokens is not None else str(teach)
             row["draft steps"] = "".join("✓" if scores.correct[j][n] else "✗" for j in range(scores.k))
             row["accepted"] = str(accepted[n])
         rows.append(row)

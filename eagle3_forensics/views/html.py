@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import unicodedata
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -226,22 +227,70 @@ _STICKY_TH = "position:sticky;top:0;z-index:1;background:var(--jp-layout-color0,
 def table_html(df: pd.DataFrame) -> str:
     """``df`` as an HTML table a reader can read: every cell and header escaped, values formatted by
     :func:`eagle3_forensics.views.format.tidy` (``–`` for missing, no meaningless index), all rows
-    shown, inside a bounded box that scrolls both ways with the header row sticky."""
-    inner = str(
-        tidy(df).to_html(
-            escape=True,
-            index=False,
-            border=0,
-            classes=_TABLE_CLASSES,
-            max_rows=None,
-            max_cols=None,
-            na_rep=MISSING,
-        )
+    shown, inside a bounded box that scrolls both ways with the header row sticky. Columns of
+    numbers are right-aligned and every other column left-aligned (JupyterLab's own stylesheet
+    right-aligns every cell); a 64-hex-digit fingerprint (``sha256:`` or bare) shows its first 12
+    digits, the full value on hover (``title``)."""
+    t = tidy(df)
+    right = [_numeric(t.iloc[:, j].tolist()) for j in range(t.shape[1])]
+    head = "".join(
+        f'<th style="{_STICKY_TH};{_PAD};text-align:{"right" if r else "left"}{_header_wrap(c, t[c])}">'
+        f"{html.escape(str(c))}</th>"
+        for c, r in zip(t.columns, right, strict=True)
     )
-    head, sep, body = inner.partition("</thead>")  # escaped cells hold no "<th>": only pandas' own tags
-    if sep:
-        inner = head.replace("<th>", f'<th style="{_STICKY_TH}">') + sep + body
-    return f'<div class="e3f-table-box" style="{TABLE_BOX}">{inner}</div>'
+    body = "".join(
+        "<tr>" + "".join(_td(v, r) for v, r in zip(row, right, strict=True)) + "</tr>"
+        for row in t.itertuples(index=False, name=None)
+    )
+    table = (
+        f'<table border="0" class="dataframe {_TABLE_CLASSES}">'
+        f'<thead><tr style="vertical-align:bottom">{head}</tr></thead><tbody>{body}</tbody></table>'
+    )
+    return f'<div class="e3f-table-box" style="{TABLE_BOX}">{table}</div>'
+
+
+#: a cell a reader reads as a number (the spellings of views.format): 12, -3, 0.873, 87.3%, 0.66×,
+#: 297.6 tok/s, 1,024, 1.5e-05, 12.0 MiB
+_NUMBER = re.compile(r"^[-+−]?(\d[\d,]*)?(\.\d+)?(e[-+]?\d+)?( ?(%|×|tok/s|s|ms|B|KiB|MiB|GiB))?$")
+_FINGERPRINT = re.compile(r"^(sha256:)?[0-9a-f]{64}$")
+FINGERPRINT_SHOWN = 12  # hex digits a fingerprint cell shows; the rest is in its title
+
+
+def _numeric(cells: list[Any]) -> bool:
+    """A column of numbers: every present cell reads as one (missing ``–`` cells do not count)."""
+    present = [str(c) for c in cells if str(c) and not str(c).startswith(MISSING)]
+    return bool(present) and all(_NUMBER.match(c) and any(ch.isdigit() for ch in c) for c in present)
+
+
+def _longest_word(text: object) -> int:
+    return max((len(w) for w in str(text).split()), default=0)
+
+
+def _header_wrap(name: object, column: Any) -> str:
+    """A header may break inside a word only when that long word is much wider than anything in its
+    column (``overwritten`` over counts): else the cells set the column's width and the header stays
+    whole (``value`` over ``3.10``)."""
+    cells = max((_longest_word(v) for v in column), default=0)
+    return ";overflow-wrap:anywhere" if _longest_word(name) > max(cells + 3, 8) else ""
+
+
+def _td(value: Any, right: bool) -> str:
+    text = str(value)
+    # long text may break inside a word when the notebook is too narrow for its column; a number,
+    # a header or a short cell never does (their words set the columns' least widths)
+    align = f"{_PAD};text-align:{'right' if right else 'left'}"
+    if not right and len(text) > _BREAK_AFTER:
+        align += ";overflow-wrap:anywhere"
+    if _FINGERPRINT.match(text):
+        short = text[: text.index(":") + 1 + FINGERPRINT_SHOWN] if ":" in text else text[:FINGERPRINT_SHOWN]
+        return f'<td style="{align}" title="{text}"><code>{short}…</code></td>'
+    shown = html.escape(text)
+    return f'<td style="{align}">{shown}</td>'
+
+
+_BREAK_AFTER = 20  # characters: shorter cells never break
+#: cell padding: JupyterLab's 0.5em all round costs a 13-column table 170 px of a 1,000 px notebook
+_PAD = "padding:0.3em 0.35em"
 
 
 @lru_cache(maxsize=1)
@@ -282,6 +331,11 @@ def show_table(df: pd.DataFrame) -> HTML:
 
 
 # -- HTML fragments ----------------------------------------------------------------------------
+
+
+def badge(text: str, colour: str, big: bool = False) -> str:
+    """A coloured pill with ``text`` (escaped): verdicts and engine states."""
+    return _badge(text, colour, big)
 
 
 def _badge(text: str, colour: str, big: bool = False) -> str:
@@ -337,7 +391,10 @@ def format_html(inspection: Inspection) -> str:
             f"{_human_bytes(inspection.total_bytes)}",
         ),
     ]
-    body = "".join(f"<tr><td><b>{esc(k)}</b></td><td>{esc(v)}</td></tr>" for k, v in rows)
+    body = "".join(
+        f'<tr><td style="text-align:left"><b>{esc(k)}</b></td><td style="text-align:left">{esc(v)}</td></tr>'
+        for k, v in rows
+    )
     return f'<table class="e3f-format" style="border:0">{body}</table>'
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from eagle3_forensics.io.dumps.layouts import LAYOUTS
 from eagle3_forensics.views import format as fmt
+from eagle3_forensics.views.html import VERDICT_COLOURS, badge, esc, finding_card_html
 from eagle3_forensics.views.text import human_bytes, render_finding
 
 if TYPE_CHECKING:
@@ -185,6 +186,29 @@ def audit_findings_table(a: DataAudit) -> Any:
         {"severity": f.severity.value, "code": f.code, "message": f.message, "fix": f.fix} for f in a.findings
     ]
     return pd.DataFrame(rows, columns=["severity", "code", "message", "fix"])
+
+
+def audit_verdict(a: DataAudit) -> str:
+    """``UNUSABLE``, ``BROKEN``, ``WARNINGS`` or ``HEALTHY``: the audit's verdict, as diagnose words it."""
+    counts = a.to_dict()["counts"]
+    if a.unusable:
+        return "UNUSABLE"
+    return "BROKEN" if counts["error"] else ("WARNINGS" if counts["warning"] else "HEALTHY")
+
+
+def audit_cards_html(a: DataAudit, what: str = "audit") -> str:
+    """The audit's verdict badge and counts, then one card per finding: the cards notebook 00 shows
+    (:func:`eagle3_forensics.views.html.finding_card_html`), so a finding reads the same everywhere."""
+    verdict = audit_verdict(a)
+    counts = a.to_dict()["counts"]
+    head = (
+        f'<div class="e3f-verdict e3f-audit">{esc(what)} {badge(verdict, VERDICT_COLOURS.get(verdict.lower(), "#555"), big=True)}'
+        f" &nbsp; {counts['error']} error · {counts['warning']} warning · {counts['info']} info"
+        f" &nbsp; <code>{esc(a.scan.settings['dir'])}</code></div>"
+    )
+    if not a.findings:
+        return head + '<p class="e3f-no-findings" style="color:#2e7d32"><b>No findings.</b></p>'
+    return head + "".join(finding_card_html(f) for f in a.findings)
 
 
 def audit_summary_table(a: DataAudit) -> Any:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from eagle3_forensics.views import format as fmt
 from eagle3_forensics.vocab.coverage import TOKEN_CLASSES, CoverageReport, selection_mask
 from eagle3_forensics.vocab.mapping.classify import classify_mapping
 from eagle3_forensics.vocab.mapping.counts import TokenCounts
@@ -36,9 +37,9 @@ def _np(x: Any) -> np.ndarray | None:
 
 def _label(text: Any, width: int = 24) -> str:
     """A token string made safe for a matplotlib label: visible whitespace, no mathtext."""
-    s = repr(str(text))
+    s = fmt.token(text)  # ␣the, \\n, <0xCF>: the spelling every table uses
     if len(s) > width:
-        s = s[: width - 2] + "…" + s[-1]
+        s = s[: width - 1] + "…"
     return s.replace("$", r"\$")
 
 

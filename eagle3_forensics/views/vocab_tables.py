@@ -173,14 +173,18 @@ def comparison_table(cmp: MappingComparison) -> Any:
     import pandas as pd  # optional: pandas
 
     d = cmp.to_dict(limit=0)
-    fields = ["label", "target_vocab_size", "draft_vocab_size", "kind", "selection_from", "fingerprint"]
+    # the columns carry the maps' names (not "a"/"b"); two maps of one name stay two columns
+    a, b = (str(x) for x in cmp.labels)
+    if a == b:
+        a, b = f"{a} (1)", f"{b} (2)"
+    fields = ["target_vocab_size", "draft_vocab_size", "kind", "selection_from", "fingerprint"]
     frame = pd.DataFrame(
-        {"a": [d["a"][f] for f in fields], "b": [d["b"][f] for f in fields]},
+        {a: [d["a"][f] for f in fields], b: [d["b"][f] for f in fields]},
         index=pd.Index(fields, name="field"),
     )
     extra = pd.DataFrame(
         {
-            side: [
+            name: [
                 cmp.common,
                 fmt.rate(cmp.jaccard),  # one rounding: MappingComparison.headline says the same
                 d[f"only_in_{side}"]["count"],
@@ -188,7 +192,7 @@ def comparison_table(cmp: MappingComparison) -> Any:
                 cmp.d2t_equal,
                 fmt.missing("no d2t to compare") if cmp.read_differ is None else cmp.read_differ,
             ]
-            for side in ("a", "b")
+            for name, side in ((a, "a"), (b, "b"))
         },
         index=pd.Index(
             [

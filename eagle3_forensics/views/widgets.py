@@ -193,8 +193,11 @@ def tensor_key_table(
     fates: dict[str, dict[str, str]] = {e: {} for e in engines}
     for e, load in diagnosis.loads.items():
         for f in load.fates:
-            shown = f.action if not f.param or f.action == "loaded" else f"{f.action} → {f.param}"
-            fates[e][f.key] = shown if load.config_readable else f"{shown} (config unreadable)"
+            # the parameter's last two parts name it (the layer prefix is the engine's own): the
+            # table stays within a 1,000 px notebook with five engine columns
+            short = ".".join(str(f.param).split(".")[-2:]) if f.param else ""
+            shown = f.action if not f.param or f.action == "loaded" else f"{f.action} → {short}"
+            fates[e][f.key] = shown if load.config_readable else f"{shown} (n/a: config unreadable)"
     match = _matcher(query)
     rows = []
     for t in inspection.tensors:
@@ -212,7 +215,12 @@ def tensor_key_table(
                 **{e: visible(a) for e, a in acts.items()},
             }
         )
-    return pd.DataFrame(rows, columns=["name", "shape", "dtype", "shard", *engines])
+    columns = ["name", "shape", "dtype", "shard", *engines]
+    if len({t.shard for t in inspection.tensors}) <= 1:  # one weight file: the column says nothing
+        columns.remove("shard")
+        for row in rows:
+            del row["shard"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _matcher(query: str) -> Callable[[str], bool]:
@@ -557,7 +565,20 @@ def _lookup_html(data: TokenLookup, queries: Sequence[str | int]) -> str:
         for line in dict.fromkeys(data.tokenisation(q) for q in queries)
         if line
     )
-    return data.summary_html() + notes + table_html(data.table(queries))
+    return data.summary_html() + notes + table_html(_compact(data.table(queries)))
+
+
+def _compact(df: pd.DataFrame) -> pd.DataFrame:
+    """The lookup table as shown: corpus count and share in one column (``90 (0.95%)``), and a
+    column no row fills (``note``, mostly) left out, so sixteen columns fit a 1,000 px notebook."""
+    df = df.copy()
+    if {"corpus count", "corpus share"} <= set(df.columns):
+        at = list(df.columns).index("corpus count")
+        both = [f"{c} ({s})" for c, s in zip(df["corpus count"], df["corpus share"], strict=True)]
+        df = df.drop(columns=["corpus count", "corpus share"])
+        df.insert(at, "corpus", both)
+    empty = [c for c in df.columns if df[c].map(lambda v: str(v).strip() in ("", "nan", "None")).all()]
+    return df.drop(columns=empty)
 
 
 def token_lookup(

@@ -128,7 +128,71 @@ class JupyterLabPage:
         self.page.wait_for_timeout(300)
         return path
 
+    def screenshot_first_screen(self, path: Path, width: int = 1100, height: int = 760) -> Path:
+        """What a reader sees first after Run All, file browser closed: a small PNG for the docs."""
+        before = self.page.viewport_size or {"width": 1400, "height": 1000}
+        self.page.keyboard.press("Control+b")
+        self.page.set_viewport_size({"width": width, "height": height})
+        self.page.wait_for_timeout(800)
+        self._to_top()
+        self.page.screenshot(path=str(path))
+        from PIL import Image  # matplotlib's dependency: a 128-colour PNG is a third of the size
+
+        with Image.open(path) as shot:
+            shot.convert("RGB").quantize(colors=128).save(path, optimize=True)
+        self.page.set_viewport_size(before)
+        self.page.keyboard.press("Control+b")
+        self.page.wait_for_timeout(300)
+        return path
+
+    def _to_top(self) -> None:
+        self.page.evaluate(
+            "(p) => document.querySelectorAll(p + ' *').forEach(e => { e.scrollTop = 0; })", self.panel
+        )
+        self.page.wait_for_timeout(300)
+
     # -- observations -------------------------------------------------------------------------
+
+    def first_screen(self) -> str:
+        """The text of the cell outputs a reader sees without scrolling, the notebook at its top."""
+        self._to_top()
+        text: str = self.page.evaluate(
+            """(panel) => Array.from(document.querySelectorAll(panel + ' .jp-OutputArea-output'))
+                .filter(e => e.getBoundingClientRect().top < window.innerHeight - 60)
+                .map(e => e.innerText).join('\\n')""",
+            self.panel,
+        )
+        return text
+
+    def wide_tables(self, notebook_px: int = 1000) -> list[tuple[int, int, str]]:
+        """Tables that scroll sideways when the notebook panel is ``notebook_px`` wide: each one's
+        full width, the width of the box it sits in, and its header (for a failure message)."""
+        before = self.page.viewport_size or {"width": 1400, "height": 1000}
+        panel = float(
+            self.page.evaluate("(p) => document.querySelector(p).getBoundingClientRect().width", self.panel)
+        )
+        self.page.set_viewport_size(
+            {"width": int(before["width"] - (panel - notebook_px)), "height": before["height"]}
+        )
+        self.page.wait_for_timeout(800)
+        try:
+            out: list[list[Any]] = self.page.evaluate(
+                """(panel) => Array.from(document.querySelectorAll(panel + ' .jp-OutputArea-output table'))
+                    .filter(t => t.offsetParent !== null)
+                    .map(t => [Math.round(t.getBoundingClientRect().width),
+                               Math.round((t.closest('.e3f-table-box') || t.parentElement).clientWidth),
+                               Array.from(t.querySelectorAll('th')).slice(0, 8).map(h => h.innerText).join(' | ')])""",
+                self.panel,
+            )
+        finally:
+            self.page.set_viewport_size(before)
+            self.page.wait_for_timeout(300)
+        return [(int(w), int(box), str(h)) for w, box, h in out if w > box + 1]
+
+    def dirty(self) -> bool:
+        """The open notebook's tab shows unsaved changes."""
+        tab = ".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current.jp-mod-dirty"
+        return bool(self.page.locator(tab).count())
 
     def problems(self) -> list[str]:
         """Every error and stderr output of the open notebook (JupyterLab renders both as stderr)."""

@@ -58,6 +58,21 @@ def test_make_lab_prints_a_url_that_answers_200(lab: Lab) -> None:
     assert specs["default"] == "eagle3-forensics" and "eagle3-forensics" in specs["kernelspecs"]
 
 
+def test_make_lab_never_autosaves_and_fetches_no_news(lab: Lab) -> None:
+    """Exploring leaves the tracked notebooks alone: JupyterLab's defaults, as this server reports
+    them, have autosave off and the news and update checks off (scripts/jupyter_config); its log
+    shows no info lines."""
+
+    def default(plugin: str, name: str) -> object:
+        _, body = lab.get(f"/lab/api/settings/{plugin}")
+        return json.loads(body)["schema"]["properties"][name]["default"]
+
+    assert default("@jupyterlab/docmanager-extension:plugin", "autosave") is False
+    assert default("@jupyterlab/apputils-extension:notification", "fetchNews") == "false"
+    assert default("@jupyterlab/apputils-extension:notification", "checkForUpdates") is False
+    assert not [line for line in lab.output if "[I " in line], lab.output
+
+
 def test_the_lab_kernel_shows_live_widgets_under_a_named_path(lab: Lab, tmp_path: Path) -> None:
     kernel = LabKernel(lab, "00_triage.ipynb")
     try:

@@ -82,7 +82,23 @@ def test_tables_scroll_in_a_bounded_box_with_a_sticky_header() -> None:
     page = table_html(pd.DataFrame({"name": ["<b>x</b>"], "n": [None]}))
     assert page.startswith('<div class="e3f-table-box" style="max-height:36em;max-width:100%;overflow:auto')
     assert page.count("position:sticky;top:0") == 2  # each header cell, no script
-    assert "&lt;b&gt;x&lt;/b&gt;" in page and "<script" not in page and "<td>–</td>" in page
+    assert "&lt;b&gt;x&lt;/b&gt;" in page and "<script" not in page and ">–</td>" in page
+
+
+def test_text_left_numbers_right_fingerprints_short_with_the_full_value_on_hover() -> None:
+    import re
+
+    import pandas as pd
+
+    from eagle3_forensics.views.html import table_html
+
+    fp = "0123456789abcdef" * 4
+    page = table_html(
+        pd.DataFrame({"name": ["a", "b"], "n": [3, None], "share": ["87.3%", "0.66×"], "fp": [fp, "–"]})
+    )
+    aligns = re.findall(r'<t[hd] style="[^"]*text-align:(\w+)', page)
+    assert aligns == ["left", "right", "right", "left"] + ["left", "right", "right", "left"] * 2, aligns
+    assert f'title="{fp}"><code>0123456789ab…</code>' in page and page.count(fp) == 1
 
 
 def test_evidence_json_keeps_text_and_shows_hidden_characters() -> None:
@@ -205,13 +221,26 @@ def test_02_compare_headline_rounds_as_its_table(executed: dict[str, object]) ->
     assert "the same selection</p>" not in page
 
 
-def test_00_opens_with_the_verdict() -> None:
-    nb = nbformat.read(str(NOTEBOOK_DIR / "00_triage.ipynb"), as_version=4)
+@pytest.mark.parametrize(
+    ("notebook", "answer"),
+    [
+        ("00_triage", "verdict_html"),
+        ("01_checkpoint_keys", "verdict_html"),
+        ("02_vocab_mapping", "evidence_table"),
+        ("03_token_histograms", "coverage_table"),
+        ("04_accept_rate_probe", "summary_table"),
+        ("05_offline_probe", "offline_summary_table"),
+    ],
+)
+def test_each_notebook_opens_with_its_answer_and_ends_with_next(notebook: str, answer: str) -> None:
+    nb = nbformat.read(str(NOTEBOOK_DIR / f"{notebook}.ipynb"), as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
     assert len(params) == 1 and params[0] is code[0]  # papermill's one parameters cell, kept
     folded = [c for c in code if c.metadata.get("jupyter", {}).get("source_hidden")]
     assert code[0] in folded and code[1] in folded  # the parameters and the imports are folded away
-    assert "verdict_html" in code[2].source  # the first visible output is the verdict
-    before_verdict = [c for c in nb.cells[: nb.cells.index(code[2])] if c.cell_type == "markdown"]
-    assert sum(len(c.source.splitlines()) for c in before_verdict) <= 10  # a short introduction
+    assert answer in code[2].source  # the first visible output is the notebook's answer
+    before = [c for c in nb.cells[: nb.cells.index(code[2])] if c.cell_type == "markdown"]
+    assert sum(len(c.source.splitlines()) for c in before) <= 12  # a short introduction
+    headings = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown"]
+    assert "## Next" in headings and "next_html(" in "".join(c.source for c in code)

@@ -123,6 +123,6 @@ def test_coverage_figures(story: tuple[np.ndarray, torch.Tensor, torch.Tensor], 
 
 
 def test_labels_are_safe_for_matplotlib() -> None:
-    assert _label("$x$") == r"'\$x\$'"  # no mathtext
-    assert _label(" a") == "' a'" and _label("\n") == "'\\n'"
+    assert _label("$x$") == r"\$x\$"  # no mathtext
+    assert _label(" a") == "␣a" and _label("\n") == "\\n"  # the spelling every table uses
     assert len(_label("x" * 100)) <= 24
