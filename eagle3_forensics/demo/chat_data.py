@@ -47,6 +47,10 @@ class ChatSet:
     mask: torch.Tensor  # [N, T] long: 1 on assistant-response tokens
     mode: str
 
+    def plus(self, other: ChatSet) -> ChatSet:
+        """These rows, then ``other``'s (same length)."""
+        return ChatSet(torch.cat([self.ids, other.ids]), torch.cat([self.mask, other.mask]), self.mode)
+
     def cut(self, length: int) -> ChatSet:
         return ChatSet(self.ids[:, :length].clone(), self.mask[:, :length].clone(), self.mode)
 

@@ -88,7 +88,25 @@ def build_sets(
         model, fast, world, rngs(64), mode="non_thinking", n=budget.drafter_seqs, stop=stop, **common
     )
     log("foreign and non-thinking data written")
+    # every set also holds the same plain-text rows (the target's greedy continuation of corpus
+    # prefixes, loss on the continuation): the demo target serves plain completions too
+    plain = plain_rows(model, fast, world, rngs(65), n=budget.drafter_seqs // 2, length=budget.seq_len)
+    healthy, foreign_set, no_think = (s.plus(plain) for s in (healthy, foreign_set, no_think))
     return ChatTrainSets(healthy, held, foreign_set, no_think, healthy.cut(budget.short_len))
+
+
+PLAIN_PROMPT_LEN = 16
+
+
+def plain_rows(model: Any, fast: Any, world: Any, rng: random.Random, *, n: int, length: int) -> ChatSet:
+    """``n`` greedy continuations of ``PLAIN_PROMPT_LEN``-token corpus prefixes to ``length`` tokens."""
+    from eagle3_forensics.reference.train import greedy_continue
+
+    rows = [fast(world.document(rng, 4))["input_ids"][:PLAIN_PROMPT_LEN] for _ in range(n)]
+    seqs = greedy_continue(model, torch.tensor(rows), length - PLAIN_PROMPT_LEN)
+    mask = torch.ones_like(seqs)
+    mask[:, :PLAIN_PROMPT_LEN] = 0
+    return ChatSet(seqs, mask, "plain")
 
 
 def without_token(

@@ -92,7 +92,7 @@ What a trainer wrote for each chat drafter, in SpecForge's `prepare_hidden_state
 `hidden_state` [1,T,H] after the final norm, `aux_hidden_state` [1,T,3H], bfloat16): the first
 {train_samples} samples of `healthy`, `foreign_data`, `no_thinking` ({seq_len} tokens) and
 `short_trained` ({short_len} tokens); `vocab_no_think_end` holds {vocab_samples} healthy samples and the
-map it was trained with (`vocab_mapping/vocab_mapping.pt`, `d2t` and `t2d`). Point `audit-data
+map it ships (`vocab_mapping/vocab_mapping.pt`, `d2t` and `t2d`). Point `audit-data
 --target target` at them.
 
 ## prompts

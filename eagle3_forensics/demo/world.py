@@ -183,7 +183,7 @@ class Budget:
     chat_prompts: int = 16  # single-turn chat prompts (thinking mode)
     long_prompts: int = 8  # chat prompts after `long_history` earlier turns
     long_history: int = 2
-    train_samples: int = 12  # samples kept under train/<variant>/ (hidden states make them large)
+    train_samples: int = 8  # samples kept under train/<variant>/ (hidden states make them large)
 
 
 FULL = Budget()
