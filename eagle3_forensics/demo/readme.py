@@ -110,8 +110,7 @@ its leading `<s>` (the tokenizer prepends it), so `probe --prompts` sees exactly
 
 def write_readme(path: pathlib.Path, v: dict[str, Any]) -> None:
     """Fill the story with the run's numbers; a measured acceptance table already there is kept."""
-    from eagle3_forensics.demo import world as w
-
+    w = v["world"]  # the generator's constants (a module: no import back into it from here)
     b = v["budget"]
     text = _TEMPLATE.format(
         seed=v["seed"],

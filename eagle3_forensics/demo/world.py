@@ -57,6 +57,7 @@ import json
 import os
 import pathlib
 import random
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -763,6 +764,7 @@ def write_drafters(
         "zeros": int((healthy["d2t"] == 0).to(torch.int8).cumprod(0).sum()),
         "prompts": budget.prompts,
         "budget": budget,
+        "world": sys.modules[__name__],
         **facts,
     }
     write_readme(root / "README.md", values)
