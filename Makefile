@@ -28,6 +28,7 @@ data: setup  ## regenerate the deterministic demo world (trained target + drafte
 	$(PY) -m eagle3_forensics make-demo data/demo
 	$(PY) -m eagle3_forensics.demo.corpus data/demo
 	$(PY) -m eagle3_forensics.demo.dumps data/demo
+	$(PY) scripts/demo_acceptance.py data/demo
 
 notebooks: setup  ## rewrite notebooks/NN_*.ipynb from their jupytext sources notebooks/NN_*.py (stable ids, no outputs)
 	$(PY) scripts/make_notebooks.py

@@ -1,19 +1,24 @@
-"""Deterministic demo world: a trained tiny Llama target, a trained EAGLE-3 drafter, broken variants.
+"""Deterministic demo world: a trained tiny Llama target that also chats, EAGLE-3 drafters, variants.
 
 ``make_demo(out_dir)`` writes::
 
     out_dir/
       README.md
-      prompts.jsonl                held-out prompts for the accept-rate probe
-      target/                      tiny HF Llama (8 layers, V=512) trained on a low-entropy corpus
-                                   + byte-level BPE tokenizer (tokenizer.json, tokenizer_config.json)
-      drafters/healthy/            EAGLE-3 drafter trained on the target's hidden states (SpecForge layout)
+      prompts.jsonl                held-out plain prompts for the accept-rate probe
+      chat_prompts.jsonl           single-turn chat prompts (thinking mode), chat_prompts_long.jsonl:
+                                   the same after earlier turns (messages + the rendered prompt)
+      target/                      tiny HF Llama (8 layers, V=512) trained on documents and chats
+                                   + byte-level BPE tokenizer with role/think tokens and a chat template
+      drafters/healthy/            EAGLE-3 drafter trained on target-regenerated chats (SpecForge layout)
       drafters/speculators_layout/ the same weights in the speculators layout (layers.0.*, embed_tokens)
       drafters/layers_flat/        the seed case: SpecForge's flat config, but layers.0.* tensor names
       drafters/d2t_absolute/       d2t stored as absolute target ids
       drafters/d2t_double_offset/  offset conversion applied twice
       drafters/d2t_missing/        no d2t tensor at all
       drafters/aux_shifted/        speculators layout whose aux ids are written one layer early
+      drafters/foreign_data/ no_thinking/ short_trained/ vocab_no_think_end/
+                                   load fine, accept less (:mod:`eagle3_forensics.demo.chat_variants`)
+      train/<variant>/             a few samples of each chat drafter's data, as SpecForge writes them
 
 The world (everything is a function of ``seed``):
 
@@ -23,15 +28,17 @@ The world (everything is a function of ``seed``):
    the trained target's greedy continuation is predictable, yet it depends on context (which
    fact came before), so the drafter needs the target's features and not just the last token.
 2. **Tokenizer** — a byte-level BPE of exactly :data:`VOCAB_SIZE` tokens trained on the corpus
-   (``<s>`` is prepended by its post-processor, as for Llama).
+   (``<s>`` is prepended by its post-processor, as for Llama); ids 3..7 are the chat tokens and
+   ``tokenizer_config.json`` holds the Qwen3-style template (:data:`.chat.CHAT_TEMPLATE`).
 3. **Target** — ``LlamaForCausalLM`` (8 layers, hidden 128, 4 heads of dim 32 — vLLM's CPU
-   attention needs head_dim >= 32) trained for next-token prediction, then stored in bfloat16.
-4. **Drafter** — the draft vocabulary is the :data:`DRAFT_VOCAB_SIZE` most frequent target
-   tokens of the drafter's training text (:func:`eagle3_forensics.vocab.mapping.build_vocab_mapping`,
+   attention needs head_dim >= 32) trained for next-token prediction on documents and on chats
+   in both modes, then stored in bfloat16.
+4. **Drafter** — the draft vocabulary is the :data:`DRAFT_VOCAB_SIZE` most frequent loss-masked
+   tokens of the drafter's training data (:func:`eagle3_forensics.vocab.mapping.build_vocab_mapping`,
    speculators' tie-break; the corpus uses fewer distinct tokens, so the rest is padded with the
-   smallest unused ids and ``d2t`` starts with a run of zeros). Its training text is the
-   target's own greedy continuation of corpus prefixes; features are the target's HF
-   hidden-state indices ``[2, 4, 5]``; training is EAGLE-3's training-time test
+   smallest unused ids and ``d2t`` starts with a run of zeros). Its training data is multi-turn
+   chats whose responses the target regenerated (greedy, thinking mode: :mod:`.chat`); features
+   are the target's HF hidden-state indices ``[2, 4, 5]``; training is EAGLE-3's training-time test
    (:func:`eagle3_forensics.reference.train.train_drafter`).
 
 Training runs single-threaded with deterministic kernels: regenerating on the same machine and
@@ -50,6 +57,7 @@ import json
 import os
 import pathlib
 import random
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -57,14 +65,31 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from safetensors.torch import save_file
 
+from eagle3_forensics.demo.chat import (
+    CHAT_TEMPLATE,
+    CHAT_TOKENS,
+    END,
+    THINK,
+    THINK_END,
+    Turn,
+    answer_text,
+    assistant_content,
+    plan_text,
+    rendered_with_mask,
+    user_turn,
+)
+from eagle3_forensics.demo.chat_data import ChatSet, reasoning_share, write_chat_prompts, write_train_dump
+from eagle3_forensics.demo.chat_variants import NEW_VARIANTS, build_sets, without_token
+from eagle3_forensics.demo.facts import _VERBS, N_FACTS, P_FOLLOW, World, make_world
+from eagle3_forensics.demo.readme import write_readme
 from eagle3_forensics.reference.drafter.export import export_tensors
 from eagle3_forensics.reference.drafter.model import DrafterSpec, Eagle3Drafter, fresh_init
 from eagle3_forensics.reference.train import (
     aux_features,
     deterministic,
-    greedy_continue,
     heldout_accuracy,
     train_causal_lm,
     train_drafter,
@@ -87,15 +112,19 @@ MAX_POSITIONS = 2048
 ROPE_THETA = 10000.0
 BOS_ID = 0
 EOS_ID = 1
-SPECIAL_TOKENS = ("<s>", "</s>", "<unk>")
-N_FACTS = 48
-P_FOLLOW = 0.9
+SPECIAL_TOKENS = ("<s>", "</s>", "<unk>", *CHAT_TOKENS)  # ids 0..7: <|user|>=3 ... </think>=7
+END_ID = SPECIAL_TOKENS.index(END)
+THINK_ID, THINK_END_ID = SPECIAL_TOKENS.index(THINK), SPECIAL_TOKENS.index(THINK_END)
 #: the dtype every committed weight is stored in
 STORE_DTYPE = torch.bfloat16
 
 TARGET_SUBDIR = "target"
 DRAFTERS_SUBDIR = "drafters"
 PROMPTS_FILE = "prompts.jsonl"
+CHAT_PROMPTS_FILE = "chat_prompts.jsonl"
+LONG_PROMPTS_FILE = "chat_prompts_long.jsonl"
+TRAIN_SUBDIR = "train"
+P_THINKING = 0.75  # share of the target's chat rows in thinking mode
 #: speculators' default ``[2, N//2, N-3]`` (input-of-layer = HF index) for the 8-layer target
 SPECULATORS_AUX_LAYER_IDS = [2, NUM_TARGET_LAYERS // 2, NUM_TARGET_LAYERS - 3]
 #: the layers the drafter was trained on, written in the output-of-layer convention by mistake
@@ -109,6 +138,7 @@ VARIANTS: tuple[str, ...] = (
     "d2t_double_offset",
     "d2t_missing",
     "aux_shifted",
+    *NEW_VARIANTS,
 )
 
 #: finding codes each variant is meant to trigger (empty: nothing should fire)
@@ -124,6 +154,16 @@ EXPECTED_FINDINGS: dict[str, tuple[str, ...]] = {
     "d2t_double_offset": ("D2T_DOUBLE_OFFSET",),
     "d2t_missing": ("D2T_MISSING",),
     "aux_shifted": ("AUX_LAYER_IDS_CONVENTION_SHIFT",),
+    # issue 22: they load fine (nothing static fires); see EXPECTED_CAUSES
+    **dict.fromkeys(NEW_VARIANTS, ()),
+}
+
+#: the findings that name each low-acceptance variant's cause (data audit, served-setting checks)
+EXPECTED_CAUSES: dict[str, tuple[str, ...]] = {
+    "foreign_data": ("DATA_NOT_FROM_TARGET",),
+    "no_thinking": ("DATA_TEMPLATE_MISMATCH",),
+    "short_trained": ("DATA_TRAINED_LENGTH", "CONTEXT_BEYOND_TRAINING"),
+    "vocab_no_think_end": ("VOCAB_SPECIAL_TOKENS_MISSING",),
 }
 
 
@@ -131,28 +171,36 @@ EXPECTED_FINDINGS: dict[str, tuple[str, ...]] = {
 class Budget:
     """How much training the world gets. :data:`FULL` builds data/demo; :data:`QUICK` is for tests."""
 
-    target_steps: int = 150
+    target_steps: int = 200
     target_batch: int = 16
-    seq_len: int = 128
-    drafter_seqs: int = 192
-    drafter_prompt_len: int = 16
-    drafter_steps: int = 80  # deliberately brief: acceptance ~3 at K=3, still sensitive to the aux layers
+    seq_len: int = 192  # target rows; also the drafters' conversations (the serving length)
+    drafter_seqs: int = 96  # conversations per drafter
+    drafter_steps: int = 100  # deliberately brief: acceptance ~3 at K=3, still sensitive to the aux layers
     drafter_batch: int = 16
     drafter_lr: float = 1e-3
     ttt_steps: int = 3
     prompts: int = 16
+    short_len: int = 48  # short_trained: the conversations cut to a quarter of the serving length
+    chat_prompts: int = 16  # single-turn chat prompts (thinking mode)
+    long_prompts: int = 8  # chat prompts after `long_history` earlier turns
+    long_history: int = 2
+    train_samples: int = 8  # samples kept under train/<variant>/ (hidden states make them large)
 
 
 FULL = Budget()
 QUICK = Budget(
     target_steps=3,
     target_batch=4,
-    seq_len=48,
-    drafter_seqs=8,
-    drafter_prompt_len=8,
+    seq_len=64,
+    drafter_seqs=4,
     drafter_steps=3,
     drafter_batch=4,
     prompts=4,
+    short_len=24,
+    chat_prompts=2,
+    long_prompts=1,
+    long_history=1,
+    train_samples=2,
 )
 
 Tensors = dict[str, torch.Tensor]
@@ -169,115 +217,6 @@ def _write_json(path: pathlib.Path, obj: dict[str, Any]) -> None:
 def _save_tensors(path: pathlib.Path, tensors: Tensors) -> None:
     ordered = {k: tensors[k].contiguous() for k in sorted(tensors)}
     save_file(ordered, str(path), metadata={"format": "pt"})
-
-
-# ---------------------------------------------------------------------------------------------
-# the corpus
-# ---------------------------------------------------------------------------------------------
-
-_SUBJECTS = (
-    "the cat",
-    "a dog",
-    "my friend",
-    "the teacher",
-    "our model",
-    "the drafter",
-    "a small bird",
-    "the server",
-    "this engine",
-    "the old man",
-    "a student",
-    "the robot",
-    "her sister",
-    "the team",
-    "the pilot",
-    "a farmer",
-)
-_VERBS = (
-    "sees",
-    "likes",
-    "finds",
-    "builds",
-    "reads",
-    "writes",
-    "checks",
-    "loads",
-    "drafts",
-    "accepts",
-    "rejects",
-    "moves",
-    "counts",
-    "sorts",
-    "maps",
-    "trains",
-)
-_OBJECTS = (
-    "the red ball",
-    "a long book",
-    "every token",
-    "the weights",
-    "a quiet river",
-    "the big tree",
-    "some numbers",
-    "the offsets",
-    "a new table",
-    "the green door",
-    "two apples",
-    "the last layer",
-    "a warm bowl of soup",
-    "the vocabulary",
-    "three small boxes",
-    "the blue kite",
-)
-_TAILS = (
-    "today.",
-    "again.",
-    "in the morning.",
-    "very slowly.",
-    "with care.",
-    "before lunch.",
-    "at night.",
-    "for the test.",
-    "without errors.",
-    "on the server.",
-    "every day.",
-    "quickly!",
-    "twice.",
-    "at noon.",
-)
-
-
-@dataclass(frozen=True)
-class World:
-    facts: tuple[str, ...]
-    successor: tuple[int, ...]
-
-    def document(self, rng: random.Random, sentences: int) -> str:
-        f = rng.randrange(len(self.facts))
-        out = []
-        for _ in range(sentences):
-            out.append(self.facts[f])
-            f = self.successor[f] if rng.random() < P_FOLLOW else rng.randrange(len(self.facts))
-        return " ".join(out)
-
-
-def make_world(seed: int) -> World:
-    """:data:`N_FACTS` sentences with distinct (subject, verb) and a successor cycle through all of them."""
-    rng = random.Random(seed * 7919 + 1)  # noqa: S311 - demo data, not cryptography
-    seen: set[tuple[int, int]] = set()
-    facts: list[str] = []
-    while len(facts) < N_FACTS:
-        s, v = rng.randrange(len(_SUBJECTS)), rng.randrange(len(_VERBS))
-        if (s, v) in seen:
-            continue
-        seen.add((s, v))
-        facts.append(f"{_SUBJECTS[s]} {_VERBS[v]} {rng.choice(_OBJECTS)} {rng.choice(_TAILS)}")
-    order = list(range(N_FACTS))
-    rng.shuffle(order)
-    successor = [0] * N_FACTS
-    for i, f in enumerate(order):
-        successor[f] = order[(i + 1) % N_FACTS]
-    return World(tuple(facts), tuple(successor))
 
 
 def _rng(seed: int, stream: int) -> random.Random:
@@ -311,7 +250,8 @@ def _build_tokenizer(world: World, seed: int) -> Any:
         show_progress=False,
     )
     rng = _rng(seed, 10)
-    tok.train_from_iterator([world.document(rng, 20) for _ in range(1000)], trainer=trainer)
+    plans = [plan_text(world.facts, world.successor, f, _VERBS) for f in range(N_FACTS)]
+    tok.train_from_iterator([world.document(rng, 20) for _ in range(1000)] + plans * 20, trainer=trainer)
     n = tok.get_vocab_size(with_added_tokens=True)
     if n < VOCAB_SIZE:
         tok.add_tokens([f"<x{i}>" for i in range(VOCAB_SIZE - n)])
@@ -350,14 +290,60 @@ def _encode(tok: Any, text: str) -> list[int]:
     return list(tok.encode(text).ids)
 
 
-def _token_batches(world: World, tok: Any, seed: int, budget: Budget) -> Callable[[int], torch.Tensor]:
-    rng = _rng(seed, 20)
+def _fast_tokenizer(tok: Any) -> Any:
+    """The ``transformers`` tokenizer with the chat template: what is saved and what renders chats."""
+    from transformers import PreTrainedTokenizerFast  # optional: transformers (the models extra)
+
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=SPECIAL_TOKENS[0],
+        eos_token=SPECIAL_TOKENS[1],
+        unk_token=SPECIAL_TOKENS[2],
+        additional_special_tokens=list(CHAT_TOKENS),
+        chat_template=CHAT_TEMPLATE,
+    )
+
+
+def true_responses(
+    world: World, turns: list[Turn], mode: str, successor: tuple[int, ...] | None = None
+) -> list[str]:
+    """The world's answers to ``turns`` in ``mode`` (``successor``: another sampler's map)."""
+    succ = world.successor if successor is None else successor
+    out = []
+    for t in turns:
+        plan = plan_text(world.facts, succ, t.last_fact, _VERBS) if mode == "thinking" else None
+        out.append(assistant_content(plan, answer_text(world.facts, succ, t.last_fact)))
+    return out
+
+
+def chat_row(world: World, fast: Any, rng: random.Random, mode: str, length: int) -> list[int]:
+    """A multi-turn conversation of the world in ``mode``, rendered by the template, cut to ``length``."""
+    turns: list[Turn] = []
+    while True:
+        turns.extend(user_turn(world.facts, world.successor, rng, P_FOLLOW) for _ in range(length // 48 + 1))
+        ids, _ = rendered_with_mask(fast, turns, true_responses(world, turns, mode), mode)
+        if len(ids) >= length:
+            return ids[:length]
+
+
+def _token_batches(
+    world: World, tok: Any, seed: int, budget: Budget, stream: int = 20
+) -> Callable[[int], torch.Tensor]:
+    """Half plain documents (``<s>`` + text), half chats (:data:`P_THINKING` of them thinking)."""
+    rng = _rng(seed, stream)
     sentences = budget.seq_len // 4
+    fast = _fast_tokenizer(tok)
 
     def batch(_step: int) -> torch.Tensor:
-        rows = [
-            _encode(tok, world.document(rng, sentences))[: budget.seq_len] for _ in range(budget.target_batch)
-        ]
+        rows = []
+        for i in range(budget.target_batch):
+            if i % 2 == 0:
+                rows.append(_encode(tok, world.document(rng, sentences))[: budget.seq_len])
+            else:
+                # thinking is the default: after `<|assistant|><think>` the greedy target reasons
+                # unless the prompt (or the conversation so far) closed the think block
+                mode = "thinking" if rng.random() < P_THINKING else "non_thinking"
+                rows.append(chat_row(world, fast, rng, mode, budget.seq_len))
         return torch.tensor(rows, dtype=torch.long)
 
     return batch
@@ -381,9 +367,21 @@ def _train_target(
     return model, result.final_loss
 
 
-def _write_target(model: Any, tok: Any, target_dir: pathlib.Path) -> None:
-    from transformers import PreTrainedTokenizerFast  # optional: transformers (the models extra)
+@torch.inference_mode()
+def heldout_loss(model: Any, world: World, tok: Any, seed: int, budget: Budget) -> float:
+    """Next-token loss of the stored target on two fresh batches (another stream than training)."""
+    batches = _token_batches(world, tok, seed, budget, stream=21)
+    losses = []
+    for step in range(2):
+        x = batches(step)
+        logits = model(input_ids=x).logits
+        losses.append(
+            float(F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1)))
+        )
+    return sum(losses) / len(losses)
 
+
+def _write_target(model: Any, tok: Any, target_dir: pathlib.Path) -> None:
     target_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(ImportError, AttributeError):  # no progress bars in make data
         from transformers.utils import logging as hf_logging  # optional: transformers (the models extra)
@@ -393,13 +391,21 @@ def _write_target(model: Any, tok: Any, target_dir: pathlib.Path) -> None:
     model.float()
     if not (target_dir / "model.safetensors").is_file():
         raise RuntimeError(f"save_pretrained did not write {target_dir / 'model.safetensors'}")
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=SPECIAL_TOKENS[0],
-        eos_token=SPECIAL_TOKENS[1],
-        unk_token=SPECIAL_TOKENS[2],
-    )
-    fast.save_pretrained(str(target_dir))
+    _fast_tokenizer(tok).save_pretrained(str(target_dir))
+    _template_into_config(target_dir)
+    gen = json.loads((target_dir / "generation_config.json").read_text(encoding="utf-8"))
+    gen["eos_token_id"] = [EOS_ID, END_ID]  # <|end|> closes each chat turn
+    _write_json(target_dir / "generation_config.json", gen)
+
+
+def _template_into_config(target_dir: pathlib.Path) -> None:
+    """Keep the chat template in ``tokenizer_config.json`` (newer ``transformers`` writes a separate
+    ``chat_template.jinja``; every reader, older ones included, finds it in the config)."""
+    cfg_path = target_dir / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    cfg["chat_template"] = CHAT_TEMPLATE
+    _write_json(cfg_path, dict(sorted(cfg.items())))
+    (target_dir / "chat_template.jinja").unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -484,27 +490,28 @@ class _Trained:
     distinct_tokens: int
 
 
-def _train_drafter(
-    model: Any, world: World, tok: Any, seed: int, budget: Budget, log: Callable[[str], None]
-) -> _Trained:
-    def prompts(stream: int, n: int) -> torch.Tensor:
-        rng = _rng(seed, stream)
-        rows = [_encode(tok, world.document(rng, 4))[: budget.drafter_prompt_len] for _ in range(n)]
-        return torch.tensor(rows, dtype=torch.long)
-
-    new = budget.seq_len - budget.drafter_prompt_len
-    seqs = torch.cat([greedy_continue(model, p, new) for p in prompts(30, budget.drafter_seqs).split(64)])
-    held = greedy_continue(model, prompts(31, max(2, budget.drafter_seqs // 8)), new)
-    ids = SPECULATORS_AUX_LAYER_IDS
-    aux, labels = aux_features(model, seqs, ids)
-    held_aux, held_labels = aux_features(model, held, ids)
-    log(f"drafter data: {seqs.shape[0]} greedy sequences of {seqs.shape[1]} tokens")
-
-    with (
-        warnings.catch_warnings()
-    ):  # fewer distinct tokens than draft slots is the point: d2t starts with zeros
+def draft_mapping(data: ChatSet) -> Any:
+    """The draft vocabulary of a training set: its most frequent loss-masked tokens (speculators'
+    tie-break); the demo text has fewer distinct tokens than slots, so the smallest unused ids pad
+    it and ``d2t`` starts with zeros."""
+    with warnings.catch_warnings():  # fewer distinct tokens than draft slots is the point
         warnings.simplefilter("ignore")
-        mapping = build_vocab_mapping(seqs, DRAFT_VOCAB_SIZE, VOCAB_SIZE, tie_break="id")
+        return build_vocab_mapping(data.ids, DRAFT_VOCAB_SIZE, VOCAB_SIZE, data.mask, tie_break="id")
+
+
+def _fit_drafter(
+    model: Any,
+    data: ChatSet,
+    mapping: Any,
+    seed: int,
+    budget: Budget,
+    log: Callable[[str], None],
+    held: ChatSet | None = None,
+) -> _Trained:
+    """EAGLE-3 training-time test on ``data`` (loss on the assistant responses) with ``mapping``."""
+    ids = SPECULATORS_AUX_LAYER_IDS
+    aux, labels = aux_features(model, data.ids, ids)
+    log(f"drafter data: {data.ids.shape[0]} {data.mode} conversations of {data.ids.shape[1]} tokens")
     drafter = Eagle3Drafter(_drafter_spec(), ids)
     fresh_init(drafter, seed)
     sel = torch.from_numpy(mapping.selected).to(torch.long)
@@ -514,7 +521,7 @@ def _train_drafter(
         drafter.d2t.copy_(mapping.d2t)
     train_drafter(
         drafter,
-        seqs,
+        data.ids,
         aux,
         labels,
         budget.drafter_steps,
@@ -523,13 +530,15 @@ def _train_drafter(
         lr=budget.drafter_lr,
         seed=seed,
         log=log,
+        loss_mask=data.mask,
     )
     with torch.no_grad():
         for p in drafter.parameters():
             p.copy_(p.to(STORE_DTYPE).float())
-    acc = heldout_accuracy(
-        drafter, held, held_aux, held_labels, budget.ttt_steps, start=budget.drafter_prompt_len
-    )
+    acc: list[float] = []
+    if held is not None:
+        held_aux, held_labels = aux_features(model, held.ids, ids)
+        acc = heldout_accuracy(drafter, held.ids, held_aux, held_labels, budget.ttt_steps)
     tensors = export_tensors(
         drafter, layout="midlayer", include_embed=False, t2d=mapping.t2d, dtype=STORE_DTYPE
     )
@@ -590,61 +599,90 @@ def _write_prompts(path: pathlib.Path, world: World, seed: int, n: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# README
-# ---------------------------------------------------------------------------------------------
-
-_README = f"""\
-# Demo data (generated)
-
-Generated by `eagle3_forensics.demo.world.make_demo` (seed @SEED@); regenerate with `make data`
-(`python -m eagle3_forensics make-demo data/demo`, single-threaded, deterministic, a few
-minutes on a CPU). Do not edit these files by hand. Regenerating on the same machine and
-software is byte-identical; another CPU or library version may differ in the last bits.
-
-## The world
-
-A corpus of {N_FACTS} fixed sentences ("facts", e.g. *@FACT0@*), each with a successor fact;
-a document follows the successor with probability {P_FOLLOW} and jumps to a random fact
-otherwise. The target learns it, so its greedy continuation walks the successor cycle: low
-entropy, but the next sentence depends on the previous one.
-
-## target/
-
-A Hugging Face `LlamaForCausalLM` (vocab {VOCAB_SIZE}, hidden {HIDDEN_SIZE}, intermediate
-{INTERMEDIATE_SIZE}, {NUM_TARGET_LAYERS} layers, {NUM_HEADS} heads of dim {HEAD_DIM}, untied `lm_head`),
-trained for @TARGET_STEPS@ steps (final loss @TARGET_LOSS@) and stored in bfloat16, with a
-byte-level BPE tokenizer of exactly {VOCAB_SIZE} tokens (`<s>`=0, `</s>`=1, `<unk>`=2; `<s>` is
-prepended) in `tokenizer.json` + `tokenizer_config.json`. `head_dim` is {HEAD_DIM} because vLLM's
-CPU attention needs >= 32; the layout is the standard one vLLM serves as is.
-
-## drafters/
-
-One-layer EAGLE-3 drafters (hidden {HIDDEN_SIZE}, `fc` over the target's HF hidden-state indices
-{SPECULATORS_AUX_LAYER_IDS}, draft vocabulary {DRAFT_VOCAB_SIZE}, bfloat16). The drafter was trained on the
-target's own greedy continuations ({FULL.ttt_steps}-step training-time test, @DRAFTER_STEPS@ steps;
-held-out teacher-forced top-1 accuracy per step @ACC@). The draft vocabulary is the
-{DRAFT_VOCAB_SIZE} most frequent target tokens of that text; only @DISTINCT@ distinct tokens occur, so
-@PADDED@ ids are padding (the smallest unused ids) and a correct `d2t` starts with zeros.
-
-| variant | what it is | expected findings |
-|---|---|---|
-| `healthy` | SpecForge/EAGLE layout (`midlayer.*`, flat config, no `embed_tokens`, no aux-layer field); `d2t` offsets, `t2d` | none |
-| `speculators_layout` | the same weights saved the speculators way: `layers.0.*`, `embed_tokens.weight` (the target's), `Eagle3Speculator` config with `eagle_aux_hidden_state_layer_ids = {SPECULATORS_AUX_LAYER_IDS}` | fine on vLLM and speculators; no SGLang release up to 0.5.23 reads a speculators config (`CONFIG_UNREADABLE_BY_ENGINE` with `--engine sglang`) |
-| `layers_flat` | the seed case: the healthy weights and SpecForge's flat config, but the decoder saved as `layers.0.*` | on `sglang==0.5.11` and the EAGLE reference: `KEYS_DROPPED_BY_ENGINE`, `PARAMS_UNFILLED` (they look up `midlayer.*`); SGLang 0.5.12+, vLLM and TensorRT-LLM load it |
-| `d2t_absolute` | healthy, but `d2t = sel` (absolute target ids instead of offsets) | `D2T_ABSOLUTE` |
-| `d2t_double_offset` | healthy, but `d2t = sel - 2*arange(v)` (offset conversion applied twice) | `D2T_DOUBLE_OFFSET` |
-| `d2t_missing` | healthy without the `d2t` tensor (`t2d` kept) | `D2T_MISSING` |
-| `aux_shifted` | `speculators_layout` with `eagle_aux_hidden_state_layer_ids = {SHIFTED_AUX_LAYER_IDS}`: the trained layers written in the output-of-layer convention, which vLLM/speculators read as input-of-layer (one layer early) | `AUX_LAYER_IDS_CONVENTION_SHIFT` (warning: ambiguous convention); the probe's aux sweep says +1 |
-
-## prompts.jsonl
-
-@PROMPTS@ held-out prompts (two corpus sentences each) for `eagle3-forensics probe`.
-"""
-
-
-# ---------------------------------------------------------------------------------------------
 # public entry point
 # ---------------------------------------------------------------------------------------------
+
+
+def _chat_drafters(
+    model: Any,
+    tok: Any,
+    world: World,
+    seed: int,
+    budget: Budget,
+    root: pathlib.Path,
+    say: Callable[[str], None],
+) -> tuple[_Trained, dict[str, Tensors], dict[str, Any]]:
+    """The healthy drafter and the chat variants, their train/ dumps and chat prompts."""
+    fast = _fast_tokenizer(tok)
+    sets = build_sets(
+        model,
+        fast,
+        world,
+        lambda s: _rng(seed, s),
+        true_responses,
+        budget,
+        stop=END_ID,
+        p_follow=P_FOLLOW,
+        log=say,
+    )
+    mapping = draft_mapping(sets.healthy)  # one draft vocabulary for all: the drop is the data's alone
+    trained = _fit_drafter(model, sets.healthy, mapping, seed, budget, say, held=sets.held)
+    extra: dict[str, Tensors] = {}
+    for name, data in (
+        ("foreign_data", sets.foreign_data),
+        ("no_thinking", sets.no_thinking),
+        ("short_trained", sets.short_trained),
+    ):
+        extra[name] = _fit_drafter(model, data, mapping, seed, budget, say).tensors
+    head = model.get_output_embeddings().weight.detach()
+    extra["vocab_no_think_end"] = without_token(trained.tensors, THINK_END_ID, head)
+    train = root / TRAIN_SUBDIR
+    n = budget.train_samples
+    for name, data in (
+        ("healthy", sets.healthy),
+        ("foreign_data", sets.foreign_data),
+        ("no_thinking", sets.no_thinking),
+        ("short_trained", sets.short_trained),
+    ):
+        write_train_dump(train / name, model, data, SPECULATORS_AUX_LAYER_IDS, n, store=STORE_DTYPE)
+    v = extra["vocab_no_think_end"]
+    write_train_dump(
+        train / "vocab_no_think_end",
+        model,
+        sets.healthy,
+        SPECULATORS_AUX_LAYER_IDS,
+        max(1, n // 3),
+        store=STORE_DTYPE,
+        vocab_mapping=(v["d2t"], v["t2d"]),
+    )
+    chat_lengths = write_chat_prompts(
+        root / CHAT_PROMPTS_FILE,
+        model,
+        fast,
+        world,
+        _rng(seed, 41),
+        n=budget.chat_prompts,
+        history=0,
+        stop=END_ID,
+        p_follow=P_FOLLOW,
+    )
+    long_lengths = write_chat_prompts(
+        root / LONG_PROMPTS_FILE,
+        model,
+        fast,
+        world,
+        _rng(seed, 42),
+        n=budget.long_prompts,
+        history=budget.long_history,
+        stop=END_ID,
+        p_follow=P_FOLLOW,
+    )
+    facts = {
+        "chat_prompt_tokens": (min(chat_lengths), max(chat_lengths)),
+        "long_prompt_tokens": (min(long_lengths), max(long_lengths)),
+        "reasoning_share": reasoning_share(sets.healthy, THINK_ID, THINK_END_ID),
+    }
+    return trained, extra, facts
 
 
 def make_demo(
@@ -654,7 +692,7 @@ def make_demo(
     budget: Budget = FULL,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, pathlib.Path]:
-    """Train and write the demo target, drafters, prompts and README under ``out_dir``.
+    """Train and write the demo target, drafters, prompts, train/ data and README under ``out_dir``.
 
     Returns ``{variant_name: drafter_dir}`` for every name in :data:`VARIANTS` (the target lives at
     ``out_dir / TARGET_SUBDIR``). Existing files are overwritten; nothing else is removed.
@@ -666,14 +704,31 @@ def make_demo(
     world = make_world(seed)
     with deterministic(seed):
         tok = _build_tokenizer(world, seed)
-        model, target_loss = _train_target(world, tok, seed, budget, say)
+        model, _ = _train_target(world, tok, seed, budget, say)
         _write_target(model, tok, root / TARGET_SUBDIR)
         say(f"target written ({time.perf_counter() - t0:.0f} s)")
-        trained = _train_drafter(model, world, tok, seed, budget, say)
+        paths = write_drafters(model, tok, world, root, seed=seed, budget=budget, log=say)
+    say(f"demo written to {root} ({time.perf_counter() - t0:.0f} s)")
+    return paths
+
+
+def write_drafters(
+    model: Any,
+    tok: Any,
+    world: World,
+    root: pathlib.Path,
+    *,
+    seed: int,
+    budget: Budget,
+    log: Callable[[str], None],
+) -> dict[str, pathlib.Path]:
+    """Everything after the target: drafters, variants, train/ data, prompts and README (the caller
+    holds :func:`deterministic`). ``model`` holds the stored (bfloat16-rounded) target weights."""
+    say = log
+    trained, extra, facts = _chat_drafters(model, tok, world, seed, budget, root, say)
     healthy = trained.tensors
     specforge_cfg = _specforge_config()
     speculators = _to_speculators_layout(healthy, trained.embed)
-
     built: dict[str, tuple[dict[str, Any], Tensors]] = {
         "healthy": (specforge_cfg, healthy),
         "speculators_layout": (_speculators_config(SPECULATORS_AUX_LAYER_IDS), speculators),
@@ -685,6 +740,7 @@ def make_demo(
             _speculators_config(SHIFTED_AUX_LAYER_IDS),
             {k: t.clone() for k, t in speculators.items()},
         ),
+        **{name: (specforge_cfg, extra[name]) for name in NEW_VARIANTS},
     }
     if tuple(built) != VARIANTS:  # keep the public list and the builders in step
         raise RuntimeError(f"demo variants {tuple(built)} != VARIANTS {VARIANTS}")
@@ -696,16 +752,20 @@ def make_demo(
         paths[name] = d
     _write_prompts(root / PROMPTS_FILE, world, seed, budget.prompts)
 
-    readme = (
-        _README.replace("@SEED@", str(seed))
-        .replace("@FACT0@", world.facts[0])
-        .replace("@TARGET_STEPS@", str(budget.target_steps))
-        .replace("@DRAFTER_STEPS@", str(budget.drafter_steps))
-        .replace("@ACC@", " / ".join(f"{a:.3f}" for a in trained.heldout_accuracy))
-        .replace("@DISTINCT@", str(trained.distinct_tokens))
-        .replace("@PADDED@", str(trained.draft_vocab_padded))
-        .replace("@PROMPTS@", str(budget.prompts))
-    )
-    (root / "README.md").write_text(readme.replace("@TARGET_LOSS@", f"{target_loss:.3f}"), encoding="utf-8")
-    say(f"demo written to {root} ({time.perf_counter() - t0:.0f} s)")
+    values = {
+        "seed": seed,
+        "fact0": world.facts[0],
+        "target_steps": budget.target_steps,
+        "target_loss": heldout_loss(model, world, tok, seed, budget),
+        "drafter_steps": budget.drafter_steps,
+        "acc": trained.heldout_accuracy,
+        "distinct": trained.distinct_tokens,
+        "padded": trained.draft_vocab_padded,
+        "zeros": int((healthy["d2t"] == 0).to(torch.int8).cumprod(0).sum()),
+        "prompts": budget.prompts,
+        "budget": budget,
+        "world": sys.modules[__name__],
+        **facts,
+    }
+    write_readme(root / "README.md", values)
     return paths

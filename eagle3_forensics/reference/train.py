@@ -153,12 +153,15 @@ def train_drafter(
     warmup: int = 20,
     seed: int = 0,
     log: Callable[[str], None] | None = None,
+    loss_mask: torch.Tensor | None = None,
 ) -> TrainLog:
     """Train ``drafter`` in place (its ``embed_tokens`` stays frozen).
 
     ``seqs`` ``[N, T]`` are token sequences, ``aux`` ``[N, T, k*H]`` the target features of each
     position, ``labels[n, p]`` the target's greedy token after position ``p``. Slot ``t`` is fed
     feature ``t`` and token ``t+1`` (step ``j``: token ``t+1+j``) and must predict ``labels[t+1+j]``.
+    ``loss_mask`` ``[N, T]`` (1 on the tokens a trainer learns, e.g. the assistant responses) keeps
+    only the predictions of those tokens, as the trainers' loss mask does; none: every position.
     """
     g = torch.Generator().manual_seed(seed)
     drafter.embed_tokens.weight.requires_grad_(False)
@@ -170,6 +173,11 @@ def train_drafter(
     to_draft[drafter.target_ids()] = torch.arange(drafter.spec.draft_vocab_size)
     n, t_len = seqs.shape
     s = t_len - 1
+    # learned[n, p]: is the token predicted after position p (token p+1) one the trainer learns?
+    learned = torch.ones(n, t_len, dtype=torch.bool)
+    if loss_mask is not None:
+        learned[:, :-1] = loss_mask[:, 1:].bool()
+        learned[:, -1] = False
     drafter.train()
     losses: list[float] = []
     for step in range(steps):
@@ -184,7 +192,7 @@ def train_drafter(
         loss = torch.zeros(())
         for j, out in enumerate(outs):
             tgt = torch.full((batch, s), -1, dtype=torch.long)
-            tgt[:, : s - j] = to_draft[lab[:, 1 + j :]]
+            tgt[:, : s - j] = torch.where(learned[idx, 1 + j :], to_draft[lab[:, 1 + j :]], -1)
             logits = drafter.logits(out)
             loss = loss + (0.8**j) * F.cross_entropy(
                 logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), ignore_index=-1

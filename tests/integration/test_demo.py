@@ -105,7 +105,12 @@ def test_every_variant_is_written(root: pathlib.Path) -> None:
         "d2t_double_offset",
         "d2t_missing",
         "aux_shifted",
+        "foreign_data",
+        "no_thinking",
+        "short_trained",
+        "vocab_no_think_end",
     )
+    assert set(demo.EXPECTED_CAUSES) == set(demo.VARIANTS[7:])
     drafters = sorted(p.name for p in (root / "drafters").iterdir())
     assert drafters == sorted(demo.VARIANTS)
     for v in demo.VARIANTS:
@@ -116,6 +121,8 @@ def test_every_variant_is_written(root: pathlib.Path) -> None:
     assert (root / "README.md").is_file()
     lines = (root / "prompts.jsonl").read_text().splitlines()
     assert lines and all(isinstance(json.loads(ln)["prompt"], str) for ln in lines)
+    for name in ("healthy", "foreign_data", "no_thinking", "short_trained", "vocab_no_think_end"):
+        assert sorted((root / "train" / name / "rows_0-2000").glob("data_*.ckpt")), name
 
 
 def test_healthy_d2t_identity(root: pathlib.Path) -> None:
@@ -196,14 +203,73 @@ def test_target_and_tokenizer(root: pathlib.Path) -> None:
     assert all(x.dtype == torch.bfloat16 for x in target.values())
 
 
+def test_chat_template_modes(root: pathlib.Path) -> None:
+    """The template renders like Qwen3's: thinking by default, an empty think block without it."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(root / "target")
+    assert "chat_template" in json.loads((root / "target" / "tokenizer_config.json").read_text())
+    for name, i in (("<|user|>", 3), ("<|assistant|>", 4), ("<|end|>", 5), ("<think>", 6), ("</think>", 7)):
+        assert tok.convert_tokens_to_ids(name) == i and name in tok.all_special_tokens
+    msgs = [{"role": "user", "content": "the cat sees the red ball today."}]
+    think = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    off = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, enable_thinking=False)
+    assert think == "<s><|user|>the cat sees the red ball today.<|end|><|assistant|>"
+    assert off == think + "<think></think>"
+    ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True, return_dict=False)
+    assert ids[0] == demo.BOS_ID and ids[-1] == 4 and ids.count(demo.BOS_ID) == 1
+    gen = json.loads((root / "target" / "generation_config.json").read_text())
+    assert gen["eos_token_id"] == [demo.EOS_ID, demo.END_ID]
+    for name in ("chat_prompts.jsonl", "chat_prompts_long.jsonl"):
+        for line in (root / name).read_text().splitlines():
+            rec = json.loads(line)
+            rendered = tok.apply_chat_template(rec["messages"], tokenize=False, add_generation_prompt=True)
+            assert rec["enable_thinking"] is True and "<s>" + rec["prompt"] == rendered
+
+
+def test_chat_variants(root: pathlib.Path) -> None:
+    healthy = _tensors(root, "healthy")
+    for v in ("foreign_data", "no_thinking", "short_trained"):  # one draft vocabulary: the data differs
+        t = _tensors(root, v)
+        assert torch.equal(t["t2d"], healthy["t2d"]) and torch.equal(t["d2t"], healthy["d2t"])
+        assert not torch.equal(t["fc.weight"], healthy["fc.weight"])
+        assert _config(root, v) == _config(root, "healthy")
+    nv = _tensors(root, "vocab_no_think_end")
+    assert bool(healthy["t2d"][demo.THINK_END_ID]) and not bool(nv["t2d"][demo.THINK_END_ID])
+    assert int(nv["t2d"].sum()) == demo.DRAFT_VOCAB_SIZE
+    sel = torch.nonzero(nv["t2d"]).flatten()
+    assert torch.equal(sel, nv["d2t"] + torch.arange(demo.DRAFT_VOCAB_SIZE)) and int(nv["d2t"][0]) == 0
+    for k, x in nv.items():
+        if k not in ("d2t", "t2d", "lm_head.weight"):
+            assert torch.equal(x, healthy[k]), k
+
+
+def test_train_dumps_are_trainer_records(root: pathlib.Path) -> None:
+    rec = torch.load(root / "train" / "healthy" / "rows_0-2000" / "data_0.ckpt", weights_only=True)
+    t = rec["input_ids"].shape[0]
+    assert rec["loss_mask"].shape == (t,) and 0 < int(rec["loss_mask"].sum()) < t
+    assert rec["hidden_state"].shape == (1, t, 128) and rec["aux_hidden_state"].shape == (1, t, 384)
+    assert int(rec["input_ids"][0]) == demo.BOS_ID and int(rec["input_ids"][1]) == 3  # <s><|user|>
+    short = torch.load(root / "train" / "short_trained" / "rows_0-2000" / "data_0.ckpt", weights_only=True)
+    assert short["input_ids"].shape[0] < t
+    no_think = torch.load(root / "train" / "no_thinking" / "rows_0-2000" / "data_0.ckpt", weights_only=True)
+    ids = no_think["input_ids"].tolist()
+    starts = [i for i in range(len(ids) - 1) if ids[i] == 6]
+    assert starts and all(ids[i + 1] == demo.THINK_END_ID for i in starts)  # empty think blocks only
+    vm = torch.load(
+        root / "train" / "vocab_no_think_end" / "vocab_mapping" / "vocab_mapping.pt", weights_only=True
+    )
+    assert torch.equal(vm["t2d"], _tensors(root, "vocab_no_think_end")["t2d"])
+
+
 # -- the committed data --------------------------------------------------------------------------
 
 
 def test_committed_data_is_small() -> None:
     total = sum(p.stat().st_size for p in COMMITTED.rglob("*") if p.is_file())
     drafters = sum(p.stat().st_size for p in (COMMITTED / "drafters").rglob("*") if p.is_file())
-    assert drafters < 10_000_000
-    assert total < 12_000_000
+    assert drafters < 12_000_000
+    assert total < 20_000_000
 
 
 def test_committed_readme_describes_the_world() -> None:

@@ -59,9 +59,9 @@ def test_a_string_of_several_tokens_shows_its_split_once_then_each_token_once(lo
 
 
 def test_an_id_beyond_the_target_vocabulary_says_so(lookup_absolute) -> None:
-    # d2t_absolute stores absolute ids; engines add i again: draft 245 -> 245 + 493 = 738 of 512
+    # d2t_absolute stores absolute ids; engines add i again: draft 245 -> 245 + 490 = 735 of 512
     row = lookup_absolute.rows(["d:245"])[0]
-    assert row["vllm"] == "draft 245 → 738 out of range (vocab 512) ✗"
+    assert row["vllm"] == "draft 245 → 735 out of range (vocab 512) ✗"
     far = lookup_absolute.rows(["9999"])[0]
     assert far["token"] == "out of range (vocab 512)" and "beyond the target vocabulary" in far["note"]
 

@@ -58,7 +58,7 @@ def test_token_table_byte_level_demo() -> None:
     assert the is not None
     assert t.class_of(the) == "ordinary" and t.text(the) == " the" and t.token(the) == "Ġthe"
     counts = np.bincount(t.classes, minlength=4)
-    assert counts[0] == 3 and counts[1] == 128  # every non-ASCII byte of the base alphabet
+    assert counts[0] == 8 and counts[1] == 128  # 3 specials + 5 chat tokens; every non-ASCII byte
 
 
 def test_token_table_sentencepiece_style(tmp_path: Path) -> None:
