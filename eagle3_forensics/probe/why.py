@@ -19,6 +19,7 @@ from typing import Any
 from eagle3_forensics.checks.causes import AuxGain, EngineGap
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.probe.core import ProbeResult, probe, read_prompts
+from eagle3_forensics.probe.served import probe_served
 
 #: the engines ``repair`` can make a copy ready for (repair.policy.REPAIRABLE_ENGINES, by name)
 _REPAIRABLE = ("sglang", "vllm")
@@ -93,11 +94,13 @@ def measure(
     ]
     kw: dict[str, Any] = {"k": k, "device": device}
     view = "reference" if engine in ("all", "reference") else engine
-    served = _run(
+    # probe_served adds what the server sees: acceptance by segment and, with a draft vocabulary,
+    # the structural tokens it cannot propose (VOCAB_SPECIAL_TOKENS_MISSING, measured)
+    served = probe_served(
         checkpoint,
         target,
         texts,
-        view,
+        engine=view,
         max_new_tokens=max_new_tokens,
         teacher_forced=aux_sweep,
         sweep=aux_sweep,
@@ -150,20 +153,13 @@ def _length_row(r: ProbeResult) -> dict[str, Any]:
 
 
 def segment_rows(result: ProbeResult) -> list[dict[str, Any]]:
-    """Acceptance per segment (``scaffold``, ``reasoning``, ``answer``, ``tool_call``) when the probe
-    splits it, else nothing.
-
-    Integration point (issue 22, engineer ``served``): the probe's per-segment split is read from
-    ``result.by_segment`` — ``{segment: {"acceptance_length", "num_drafts", "per_position"?}}`` or
-    objects with those attributes — when the probe provides it.
-    """
-    split = getattr(result, "by_segment", None)
-    if not split:
-        return []
+    """Acceptance per segment (``scaffold``, ``reasoning``, ``answer``, ``tool_call``) from the
+    probe's split (:func:`eagle3_forensics.probe.served.segment_acceptance`), segments with verify
+    steps only; nothing when the target has no tokenizer to label positions with."""
+    split = (getattr(result, "segments", None) or {}).get("by_segment") or {}
     rows = []
-    for name, s in dict(split).items():
-        get = s.get if isinstance(s, dict) else lambda key, default=None, s=s: getattr(s, key, default)
-        al = get("acceptance_length")
+    for name, s in split.items():
+        al = s.get("acceptance_length")
         if al is None:
             continue
         rows.append(
@@ -171,8 +167,8 @@ def segment_rows(result: ProbeResult) -> list[dict[str, Any]]:
                 "segment": str(name),
                 "length": result.max_new_tokens,
                 "acceptance_length": float(al),
-                "per_position": list(get("per_position", []) or []),
-                "num_drafts": get("num_drafts"),
+                "per_position": [],
+                "num_drafts": s.get("verify_steps"),
             }
         )
     return rows

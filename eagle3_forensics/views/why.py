@@ -44,10 +44,18 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
+def _labeller(target: str | Path | None) -> Any:
+    """The target's greedy token per dumped position (None without target weights)."""
+    if target is None:
+        return None
+    from eagle3_forensics.io.target import open_target  # heavy: numpy, safetensors
+    from eagle3_forensics.probe.offline.teacher import GreedyLabeller  # heavy: torch
+
+    return GreedyLabeller(target) if open_target(target).weights is not None else None
+
+
 def _probe_findings(measured: Measured | None) -> list[Finding]:
-    """Integration point (issue 22, engineer `served`): the probe's own findings (e.g.
-    VOCAB_SPECIAL_TOKENS_MISSING with its measured cost), read from ``ProbeResult.findings`` once the
-    probe has them; none before."""
+    """The probe's own findings (VOCAB_SPECIAL_TOKENS_MISSING with its measured cost)."""
     found = getattr(measured.served, "findings", None) if measured is not None else None
     return [f for f in (found or []) if isinstance(f, Finding)]
 
@@ -88,10 +96,13 @@ def why_low_acceptance(
     else:
         from eagle3_forensics.checks.data.findings import audit_data  # heavy: numpy, torch
 
-        # Integration point (issue 22, engineer `audit`): audit_data(..., target=...) reports
-        # DATA_NOT_FROM_TARGET, DATA_TEMPLATE_MISMATCH and CONTEXT_BEYOND_TRAINING with their cost blocks.
+        # with a target, audit_data reports DATA_NOT_FROM_TARGET (the target's greedy token as the
+        # labeller), DATA_TEMPLATE_MISMATCH, DATA_TRAINED_LENGTH and CONTEXT_BEYOND_TRAINING (the
+        # serving context from the launch line), each with its cost block
         try:
-            audit = audit_data(data, drafter=checkpoint, target=target)
+            audit = audit_data(
+                data, drafter=checkpoint, target=target, launch=launch, labeller=_labeller(target)
+            )
         except UnusableInputError as exc:
             not_checked.append(f"data: {_one_line(exc)}")
         else:
