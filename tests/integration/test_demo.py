@@ -216,7 +216,7 @@ def test_chat_template_modes(root: pathlib.Path) -> None:
     off = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, enable_thinking=False)
     assert think == "<s><|user|>the cat sees the red ball today.<|end|><|assistant|>"
     assert off == think + "<think></think>"
-    ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True, return_dict=False)
+    ids = list(tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True, return_dict=False))
     assert ids[0] == demo.BOS_ID and ids[-1] == 4 and ids.count(demo.BOS_ID) == 1
     gen = json.loads((root / "target" / "generation_config.json").read_text())
     assert gen["eos_token_id"] == [demo.EOS_ID, demo.END_ID]
