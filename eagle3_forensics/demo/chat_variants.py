@@ -100,7 +100,7 @@ PLAIN_PROMPT_LEN = 16
 
 def plain_rows(model: Any, fast: Any, world: Any, rng: random.Random, *, n: int, length: int) -> ChatSet:
     """``n`` greedy continuations of ``PLAIN_PROMPT_LEN``-token corpus prefixes to ``length`` tokens."""
-    from eagle3_forensics.reference.train import greedy_continue
+    from eagle3_forensics.reference.train import greedy_continue  # heavy: torch, transformers
 
     rows = [fast(world.document(rng, 4))["input_ids"][:PLAIN_PROMPT_LEN] for _ in range(n)]
     seqs = greedy_continue(model, torch.tensor(rows), length - PLAIN_PROMPT_LEN)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -284,6 +285,17 @@ def test_coverage(capsys: pytest.CaptureFixture[str], demo_copy: Path) -> None:
 # -- bad input: one line on stderr, exit 2 -------------------------------------------------------------
 
 
+
+def _no_template_target(tmp: Path) -> Path:
+    """The demo target's tokenizer without its chat template (the demo target chats since issue 22)."""
+    d = tmp / "plain-target"
+    d.mkdir(exist_ok=True)
+    shutil.copy(TARGET / "tokenizer.json", d / "tokenizer.json")
+    cfg = json.loads((TARGET / "tokenizer_config.json").read_text(encoding="utf-8"))
+    cfg.pop("chat_template", None)
+    (d / "tokenizer_config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    return d
+
 def _bad_inputs(tmp: Path) -> dict[str, list[str]]:
     np.save(tmp / "high.npy", np.array([1, 2, 600]))
     np.save(tmp / "neg.npy", np.array([1, -2, 3]))
@@ -346,7 +358,7 @@ def _bad_inputs(tmp: Path) -> dict[str, list[str]]:
             "--corpus",
             str(tmp / "chat.jsonl"),
             "--tokenizer",
-            str(TARGET),
+            str(_no_template_target(tmp)),
             *sizes,
             *out,
         ],
@@ -513,7 +525,7 @@ def test_tokenize_corpus_masks(tmp_path: Path) -> None:
     (tmp_path / "inline.jinja").write_text(template)
     assert tokenize_corpus(corpus, TARGET, chat_template=str(tmp_path / "inline.jinja")).counted == tc.counted
     with pytest.raises(UnusableInputError, match="no chat template"):
-        tokenize_corpus(corpus, TARGET)
+        tokenize_corpus(corpus, _no_template_target(tmp_path))
 
 
 def test_package_exports_lazily() -> None:

@@ -116,7 +116,7 @@ def test_map_compare_picks_any_two_maps(double_offset_maps: dict[str, Any]) -> N
         x.map_compare(maps, a="rebuilt from the data", b="reference: healthy", interactive=False)
     )
     assert f"Jaccard {picked.jaccard:.3f}" in page and "reference: healthy" in page
-    assert f"<td>{picked.jaccard:.3f}</td>" in page  # the table rounds as the headline does
+    assert re.search(rf"<td[^>]*>{picked.jaccard:.3f}</td>", page)  # the table rounds as the headline does
     first_two = static_page(x.map_compare(maps, interactive=False))
     assert "<b>checkpoint (stored)</b> against <b>rebuilt from the data</b>" in first_two
     assert has_widget(x.map_compare(maps, interactive=True))

@@ -285,7 +285,7 @@ class AuditScan:
             s.max_len = int(d["max_len"])
             s.layouts = {str(k): int(v) for k, v in d["layouts"].items()}
             s.dtypes = {str(k): int(v) for k, v in d["dtypes"].items()}
-            s.layout_first = {str(k): list(v) for k, v in d["layout_first"].items()}
+            s.layout_first = {str(k): [int(i), str(src)] for k, (i, src) in d["layout_first"].items()}
             for name in ("hidden_sizes", "aux_widths", "counts", "first_lex", "first_num", "first_pos"):
                 setattr(s, name, _int_keys(d[name]))
             for name in cls._EXAMPLES:
