@@ -137,9 +137,16 @@ def _target_fit_lines(tf: dict[str, Any]) -> list[str]:
         out.append(
             f"target:  greedy agreement {ag['rate']:.1%} over {ag['positions']} loss-masked positions "
             f"(per sample {ps['min']:.1%} .. {ps['max']:.1%}, median {ps['median']:.1%})"
+            + (
+                f"; temperature-1 sampling from the target would give {ag['expected_at_temperature_1']:.1%}"
+                if ag.get("expected_at_temperature_1") is not None
+                else ""
+            )
         )
     tpl = tf.get("template")
-    if tpl:
+    if tpl and "not_byte_identical" not in tpl:  # plain text only: no chat rendering to judge
+        out.append(f"         rendering: plain text {tpl.get('plain_text', 0)} (no turn markers): not judged")
+    elif tpl:
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted(tpl["outcomes"].items()))
         out.append(
             f"         rendering: {outcomes}; data mode {tpl.get('data_mode') or 'none'}, served "

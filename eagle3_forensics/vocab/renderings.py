@@ -148,9 +148,23 @@ def outcome(ids: Sequence[int], r: Renderings) -> str:
     return found
 
 
+def _plain(ids: Sequence[int], r: Renderings) -> bool:
+    """True when the sample holds none of the tokenizer's added tokens but bos/eos/unk/pad."""
+    try:
+        added = {int(i) for i in r.chat.tokenizer.get_added_tokens_decoder()}
+    except AttributeError:
+        return False
+    kept = {r.chat.token_id(t) for t in r.chat.special.values() if t}
+    markers = added - kept
+    return bool(markers) and not markers.intersection(int(t) for t in ids)
+
+
 def classify(ids: Sequence[int], r: Renderings) -> dict[str, Any]:
     """One sample: its outcome, the forms of the target's template that reproduce its text exactly
     (``template_match`` false: not byte-identical to any rendering of the template), and their modes."""
+    if _plain(ids, r):
+        # no turn marker at all: a plain-text sample (continued pretraining style), not a chat rendering
+        return {"outcome": "plain", "template_match": False, "forms": [], "modes": []}
     text = r.chat.tokenizer.decode([int(t) for t in ids], skip_special_tokens=False)
     # lazy groups backtrack: past this size the match is not attempted (counted as not matched)
     matched = [f for f in r.forms if f.pattern.fullmatch(text)] if len(text) <= MAX_MATCH_CHARS else []

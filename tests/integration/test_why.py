@@ -105,19 +105,8 @@ def test_unreadable_checkpoint_gives_a_page(tmp_path: Path) -> None:
     assert any("cannot be read" in x for x in w.ranking.not_checked)
 
 
-# foreign_data's other sampler changes only the successor map: its responses agree with the target's
-# greedy token on 82% of the loss-masked positions, above DATA_NOT_FROM_TARGET's warning threshold
-# (0.75, set so that data sampled from the target at temperature 1 is not flagged). Known gap.
-FOREIGN_GAP = pytest.mark.xfail(
-    strict=True, reason="foreign_data's greedy agreement (0.82) is above the 0.75 threshold"
-)
-
-
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize(
-    "variant",
-    [pytest.param(v, marks=FOREIGN_GAP) if v == "foreign_data" else v for v in PLANTED_WITH_DATA],
-)
+@pytest.mark.parametrize("variant", list(PLANTED_WITH_DATA))
 def test_issue22_variant_ranks_its_planted_cause_first(variant: str) -> None:
     drafter, data = DEMO / "drafters" / variant, DEMO / "train" / variant
     if not (drafter / "config.json").is_file() or not data.is_dir():

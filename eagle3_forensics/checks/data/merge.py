@@ -138,7 +138,9 @@ class AuditScan:
     hashes: list[list[Any]] = field(default_factory=list)  # [digest, index, source]
     # audit-data --target (checks.data.target_scan): per-sample records, mergeable by concatenation
     lengths: dict[int, int] = field(default_factory=dict)  # sample length -> samples
-    agreement: list[list[Any]] = field(default_factory=list)  # [index, source, agree, total]
+    # [index, source, agree, total, expected, variance] (expected: the agreement temperature-1 sampling
+    # from the target gives; -1, -1: no probabilities)
+    agreement: list[list[Any]] = field(default_factory=list)
     renderings: list[list[Any]] = field(
         default_factory=list
     )  # [index, source, outcome, match, modes, masked]
@@ -293,7 +295,7 @@ class AuditScan:
             s.hashes = [[str(h), int(i), str(src)] for h, i, src in d["hashes"]]
             # absent in partials written before audit-data --target measured them
             s.lengths = _int_keys(d.get("lengths") or {})
-            s.agreement = [[int(i), str(src), int(a), int(t)] for i, src, a, t in d.get("agreement") or []]
+            s.agreement = [_agreement_row(r) for r in d.get("agreement") or []]
             s.renderings = [
                 [int(i), str(src), str(o), bool(m), [str(x) for x in modes], int(k)]
                 for i, src, o, m, modes, k in d.get("renderings") or []
@@ -305,6 +307,14 @@ class AuditScan:
                 f"not an audit-data partial result ({type(exc).__name__}: {exc})"
             ) from None
         return s
+
+
+def _agreement_row(r: Sequence[Any]) -> list[Any]:
+    """One sample's agreement record; rows of partials written before the expectation get -1, -1."""
+    if len(r) not in (4, 6):
+        raise ValueError(f"an agreement record has {len(r)} fields, not 4 or 6")
+    rest = [float(x) for x in r[4:]] if len(r) == 6 else [-1.0, -1.0]
+    return [int(r[0]), str(r[1]), int(r[2]), int(r[3]), *rest]
 
 
 def merge_scans(scans: Sequence[AuditScan]) -> AuditScan:

@@ -330,7 +330,7 @@ def _measure(scan: AuditScan, fit: SampleFit, sample: Any, labeller: Any) -> Non
     it = sample.item
     got = fit.agreement(sample)
     if got is not None and got[1] > 0:
-        scan.agreement.append([it.index, it.rel, got[0], got[1]])
+        scan.agreement.append([it.index, it.rel, *got])
         if scan.teacher is None and hasattr(labeller, "describe"):
             scan.teacher = json.loads(json.dumps(labeller.describe(), default=str))
     rendered = fit.rendering(sample)

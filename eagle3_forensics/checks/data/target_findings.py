@@ -16,6 +16,7 @@ Thresholds (measured and argued in ``docs/findings.md``):
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,8 @@ from eagle3_forensics.findings import Finding, Severity
 
 AGREEMENT_WARN = 0.75
 AGREEMENT_ERROR = 0.55
+BELOW_EXPECTED = 0.03  # agreement this far below temperature-1 sampling's expectation ...
+SIGMAS = 4.0  # ... and this many standard deviations of it (a few hundred positions are noisy)
 SERVED_SHARE_WARN = 0.25
 SERVED_SHARE_ERROR = 0.05
 TEMPLATE_UNMATCHED_WARN = 0.5
@@ -65,10 +68,15 @@ def length_summary(scan: AuditScan) -> dict[str, Any] | None:
 def _agreement(scan: AuditScan) -> tuple[list[Finding], dict[str, Any] | None]:
     if not scan.agreement:
         return [], None
-    agree = sum(int(a) for _, _, a, _ in scan.agreement)
-    total = sum(int(t) for _, _, _, t in scan.agreement)
-    per = np.asarray([a / t for _, _, a, t in scan.agreement], dtype=np.float64)
+    agree = sum(int(r[2]) for r in scan.agreement)
+    total = sum(int(r[3]) for r in scan.agreement)
+    per = np.asarray([r[2] / r[3] if r[3] else 1.0 for r in scan.agreement], dtype=np.float64)
     rate = agree / total if total else 0.0
+    known = [r for r in scan.agreement if r[4] >= 0]
+    k_total = sum(int(r[3]) for r in known)
+    expected = sum(float(r[4]) for r in known) / k_total if k_total else None
+    observed = sum(int(r[2]) for r in known) / k_total if k_total else None
+    sd = math.sqrt(sum(float(r[5]) for r in known)) / k_total if k_total else 0.0
     worst_at = np.argsort(per, kind="stable")[:WORST]
     spread = {
         "min": round(float(per.min()), 6),
@@ -93,9 +101,24 @@ def _agreement(scan: AuditScan) -> tuple[list[Finding], dict[str, Any] | None]:
             for i in worst_at.tolist()
         ],
         "teacher": scan.teacher,
-        "thresholds": {"warning": AGREEMENT_WARN, "error": AGREEMENT_ERROR},
+        "expected_at_temperature_1": None if expected is None else round(expected, 6),
+        "thresholds": {
+            "warning": AGREEMENT_WARN,
+            "error": AGREEMENT_ERROR,
+            "below_expected": BELOW_EXPECTED,
+            "sigmas": SIGMAS,
+        },
     }
-    if rate >= AGREEMENT_WARN:
+    # Data the target wrote agrees with its greedy token at least as often as sampling at temperature 1
+    # would (the mean probability of the greedy token; lower temperatures and greedy agree more).
+    # Agreement clearly below that is another writer's, even when easy positions keep the rate high.
+    below = (
+        expected is not None
+        and observed is not None
+        and observed < expected - BELOW_EXPECTED
+        and observed < expected - SIGMAS * sd
+    )
+    if rate >= AGREEMENT_WARN and not below:
         return [], stats
     sev = Severity.ERROR if rate < AGREEMENT_ERROR else Severity.WARNING
     cost = {
@@ -109,9 +132,14 @@ def _agreement(scan: AuditScan) -> tuple[list[Finding], dict[str, Any] | None]:
         "DATA_NOT_FROM_TARGET",
         sev,
         f"the target's greedy token equals the data's next token on {rate:.1%} of {total} loss-masked positions "
-        f"(per sample: median {spread['median']:.1%}, worst {spread['min']:.1%}); data the target wrote greedily "
-        f"agrees on {AGREEMENT_WARN:.0%} or more: these responses were written by another model (or sampled from the "
-        "target far from its greedy choice).",
+        f"(per sample: median {spread['median']:.1%}, worst {spread['min']:.1%})"
+        + (
+            f", below the {expected:.1%} that even sampling from the target at temperature 1 would give "
+            "(greedy and lower temperatures agree more)"
+            if below and expected is not None
+            else f"; data the target wrote greedily agrees on {AGREEMENT_WARN:.0%} or more"
+        )
+        + ": these responses were written by another model (or sampled from the target far from its greedy choice).",
         evidence={**stats, "cost": cost},
         fix="Regenerate the responses with the target itself (the serving chat template and mode, greedy or its "
         "serving temperature), then dump the hidden states again and retrain.",
@@ -123,21 +151,26 @@ def _template(scan: AuditScan) -> tuple[list[Finding], dict[str, Any] | None]:
     tpl = (scan.settings.get("serving") or {}).get("template")
     if not tpl or not scan.renderings:
         return [], None
-    n = len(scan.renderings)
+    plain = sum(1 for r in scan.renderings if r[2] == "plain")
+    chats = [r for r in scan.renderings if r[2] != "plain"]
+    if not chats:  # plain text only: nothing rendered by any template to compare with the serving one
+        return [], {"samples": len(scan.renderings), "plain_text": plain, "outcomes": {"plain": plain}}
+    n = len(chats)
     outcomes: dict[str, int] = {}
     modes: dict[str, int] = {}
-    for _, _, o, match, ms, _ in scan.renderings:
+    for _, _, o, match, ms, _ in chats:
         outcomes[o] = outcomes.get(o, 0) + 1
         key = "+".join(ms) if match and ms else ("matched" if match else "none")
         modes[key] = modes.get(key, 0) + 1
-    unmatched = sum(1 for r in scan.renderings if not r[3])
-    masked_total = sum(int(r[5]) for r in scan.renderings) or 1
+    unmatched = sum(1 for r in chats if not r[3])
+    masked_total = sum(int(r[5]) for r in chats) or 1
     expects = tpl.get("served_expects")
     served = tpl.get("served_mode")
     by = max(outcomes, key=lambda k: outcomes[k])  # the data's usual outcome, and the mode that generates it
     data_mode = next((m for m, e in (tpl.get("expected_outcome") or {}).items() if e == by), None)
     stats: dict[str, Any] = {
         "samples": n,
+        "plain_text": plain,
         "outcomes": outcomes,
         "reasoning_share": round(outcomes.get("reasoning", 0) / n, 6),
         "rendering_modes": modes,
@@ -152,7 +185,7 @@ def _template(scan: AuditScan) -> tuple[list[Finding], dict[str, Any] | None]:
     out: list[Finding] = []
     # the mode is judged on the samples the template renders (text in no chat format at all is the
     # not-byte-identical case below, not a mode)
-    judged = [r for r in scan.renderings if r[3]]
+    judged = [r for r in chats if r[3]]
     if expects is not None and judged:
         off = [r for r in judged if r[2] != expects]
         share = 1.0 - len(off) / len(judged)
@@ -187,7 +220,7 @@ def _template(scan: AuditScan) -> tuple[list[Finding], dict[str, Any] | None]:
                 )
             )
     if n and unmatched / n > TEMPLATE_UNMATCHED_WARN and not out:
-        examples = [{"index": r[0], "file": r[1]} for r in scan.renderings if not r[3]][:WORST]
+        examples = [{"index": r[0], "file": r[1]} for r in chats if not r[3]][:WORST]
         out.append(
             Finding(
                 "DATA_TEMPLATE_MISMATCH",
@@ -201,7 +234,7 @@ def _template(scan: AuditScan) -> tuple[list[Finding], dict[str, Any] | None]:
                     "cost": {
                         "acceptance_length_drop": None,
                         "share_of_positions": round(
-                            sum(int(r[5]) for r in scan.renderings if not r[3]) / masked_total, 6
+                            sum(int(r[5]) for r in chats if not r[3]) / masked_total, 6
                         ),
                         "basis": "estimated",
                         "how": "share of loss-masked positions in samples no rendering of the target's template "

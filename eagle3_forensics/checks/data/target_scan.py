@@ -114,19 +114,27 @@ class SampleFit:
                 sorted(t for t, k in st.kinds.items() if k != "scaffold"), np.int64
             )
 
-    def agreement(self, sample: Sample) -> tuple[int, int] | None:
-        """``(agree, total)`` over the loss-masked positions ``p + 1`` that have a teacher, leaving out
-        the tokens the chat template writes."""
+    def agreement(self, sample: Sample) -> tuple[int, int, float, float] | None:
+        """``(agree, total, expected, variance)`` over the loss-masked positions ``p + 1`` that have a
+        teacher, leaving out the tokens the chat template writes. ``expected``: the sum of the target's
+        probability of its own greedy token there — the agreement data sampled from the target at
+        temperature 1 would have (lower temperatures agree more); ``variance``: its binomial variance
+        (``-1, -1``: the labeller gives no probabilities)."""
         if self.labeller is None:
             return None
-        labels = self.labeller(sample)
-        if labels is None:
+        got = self.labeller(sample)
+        if got is None:
             return None
+        labels, top = got if isinstance(got, tuple) else (got, None)
         lab = np.asarray(labels, dtype=np.int64)[:-1]
         nxt = sample.input_ids.numpy()[1:]
         keep = sample.loss_mask.numpy()[1:].astype(bool) & (lab >= 0) & ~np.isin(nxt, self.template_tokens)
         total = int(keep.sum())
-        return int((lab[keep] == nxt[keep]).sum()), total
+        agree = int((lab[keep] == nxt[keep]).sum())
+        if top is None:
+            return agree, total, -1.0, -1.0
+        p = np.asarray(top, dtype=np.float64)[:-1][keep]
+        return agree, total, round(float(p.sum()), 6), round(float((p * (1 - p)).sum()), 6)
 
     def rendering(self, sample: Sample) -> dict[str, Any] | None:
         if self.renderings is None:

@@ -74,6 +74,19 @@ class Teacher:
             out[lo : lo + LABEL_CHUNK] = (h @ self.lm_head.T).argmax(-1).cpu()
         return out
 
+    @torch.inference_mode()
+    def top_probability(self, sample: Sample, device: torch.device) -> torch.Tensor:
+        """``top[p]``: the target's probability of its own greedy token after position ``p``."""
+        assert self.lm_head is not None and sample.last_hidden is not None
+        n = sample.length
+        out = torch.empty(n, dtype=torch.float32)
+        for lo in range(0, n, LABEL_CHUNK):
+            h = sample.last_hidden[lo : lo + LABEL_CHUNK].to(device).float()
+            if self.apply_norm:
+                h = self.normed(h)
+            out[lo : lo + LABEL_CHUNK] = torch.softmax(h @ self.lm_head.T, -1).amax(-1).cpu()
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
@@ -173,7 +186,8 @@ class GreedyLabeller:
     dump holds the state before it: decided once, on the first sample, as probe-offline decides it).
 
     Called with a :class:`~eagle3_forensics.io.dumps.read.Sample`; returns int64 labels (``labels[p]``:
-    the target's token for position ``p + 1``) or ``None`` for a sample without a last hidden state.
+    the target's token for position ``p + 1``) with the target's probability of that token, or
+    ``None`` for a sample without a last hidden state.
     The audit (a layer below) takes it as a plain callable, so the checks stay free of torch."""
 
     def __init__(self, target: str | Path, device: str = "cpu") -> None:
@@ -190,7 +204,10 @@ class GreedyLabeller:
         if not self.decided:
             _decide_norm(self.teacher, sample.layout, sample)
             self.decided = True
-        return self.teacher.labels(sample, self.device).numpy()
+        labels = self.teacher.labels(sample, self.device).numpy()
+        # the target's confidence in its own token: where it is sure, data it wrote (greedy, or sampled
+        # at temperature <= 1) agrees at least that often, whatever the temperature
+        return labels, self.teacher.top_probability(sample, self.device).numpy()
 
     def describe(self) -> dict[str, Any]:
         return self.teacher.to_dict()
