@@ -204,8 +204,15 @@ def test_00_triage_runs_clean_with_live_explorers(jl: JupyterLabPage, repo: Path
     jl.mark_stale(probe)  # the notebook's own probe result is shown until the new one replaces it
     jl.click_button("Run probe")
     jl.wait_fresh(probe, "table")  # the tables of the new run
-    text = jl.wait_text(probe, "No per-position chart")  # d2t_absolute accepts nothing: words, no empty chart
-    assert "acceptance length" in text and probe.locator("img").count() == 0
+    # d2t_absolute accepts (almost) nothing under vLLM's view: 1 token of 369 on the chat demo; with
+    # none accepted the explorer says so in words instead of drawing an empty chart
+    text = jl.wait_text(probe, "drafted / accepted tokens")
+    assert "acceptance length" in text
+    accepted = int(text.split("drafted / accepted tokens")[1].split("/")[1].split()[0])
+    assert accepted <= 3, text
+    if accepted == 0:
+        assert "No per-position chart" in jl.wait_text(probe, "No per-position chart")
+        assert probe.locator("img").count() == 0
     assert jl.raw_values(probe) == []
     assert jl.problems() == [] and jl.errors == [], jl.state()
 
