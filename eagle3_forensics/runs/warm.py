@@ -82,6 +82,8 @@ PRELOAD: tuple[str, ...] = (
     "eagle3_forensics.probe.offline",
     "eagle3_forensics.probe.samples",
     "eagle3_forensics.probe.server.core",
+    "eagle3_forensics.probe.served",
+    "eagle3_forensics.probe.why",
     "eagle3_forensics.runs.record",
     "eagle3_forensics.views.html",
     "eagle3_forensics.views.plots",
@@ -93,6 +95,10 @@ PRELOAD: tuple[str, ...] = (
     "eagle3_forensics.views.vocab_tables",
     "eagle3_forensics.views.widgets",
     "eagle3_forensics.views.explorers",
+    "eagle3_forensics.views.next_steps",
+    "eagle3_forensics.views.why",
+    "eagle3_forensics.views.causes",
+    "eagle3_forensics.vocab.special",
 )
 #: Must not be imported before the fork: at import they register with the running IPython session
 #: (the inline backend's figure hooks), and the zygote has none.

@@ -156,7 +156,8 @@ def length_table(r: ProbeResult) -> Any:
 
 
 def length_figure(r: ProbeResult) -> Any:
-    """Acceptance length against prompt length, a vertical line at the trained length; None when not measured."""
+    """Acceptance length against prompt length, a vertical line at the trained length; None when not
+    measured or when nothing was accepted at any length."""
     from matplotlib.figure import Figure  # optional: notebooks only
 
     if r.by_length is None or not r.by_length.get("rows"):
@@ -164,6 +165,10 @@ def length_figure(r: ProbeResult) -> Any:
     pts = [
         (row["length"], row["acceptance_length"]) for row in r.by_length["rows"] if row["acceptance_length"]
     ]
+    if not any(
+        al > 1.0 for _, al in pts
+    ):  # nothing accepted at any length: the table says so, no empty chart
+        return None
     fig = Figure(figsize=(6.4, 3.2), layout="constrained")
     ax = fig.subplots()
     ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label="live acceptance length")

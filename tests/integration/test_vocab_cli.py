@@ -285,7 +285,6 @@ def test_coverage(capsys: pytest.CaptureFixture[str], demo_copy: Path) -> None:
 # -- bad input: one line on stderr, exit 2 -------------------------------------------------------------
 
 
-
 def _no_template_target(tmp: Path) -> Path:
     """The demo target's tokenizer without its chat template (the demo target chats since issue 22)."""
     d = tmp / "plain-target"
@@ -295,6 +294,7 @@ def _no_template_target(tmp: Path) -> Path:
     cfg.pop("chat_template", None)
     (d / "tokenizer_config.json").write_text(json.dumps(cfg), encoding="utf-8")
     return d
+
 
 def _bad_inputs(tmp: Path) -> dict[str, list[str]]:
     np.save(tmp / "high.npy", np.array([1, 2, 600]))
