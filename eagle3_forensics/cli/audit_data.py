@@ -37,9 +37,10 @@ def run(args: argparse.Namespace) -> int:
         served_context(args.launch)
     from eagle3_forensics.checks.data.findings import finish_audit  # heavy: numpy, torch
     from eagle3_forensics.checks.data.scan import scan_data  # heavy: numpy, torch
+    from eagle3_forensics.probe.offline.teacher import greedy_labeller  # heavy: torch
     from eagle3_forensics.views.offline import render_audit  # heavy: numpy, safetensors
 
-    labeller = _labeller(args.target) if args.target else None
+    labeller = greedy_labeller(args.target)
     scan = scan_data(
         args.path,
         map_path=args.map,
@@ -80,16 +81,6 @@ def _template_kwargs(text: str | None) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise BadArgumentsError(f"--chat-template-kwargs must be a JSON object, got {type(value).__name__}")
     return value
-
-
-def _labeller(target: str) -> Any:
-    """The target's greedy token per dumped position (needs its weights; None for a config-only target)."""
-    from eagle3_forensics.io.target import open_target  # heavy: numpy, safetensors
-    from eagle3_forensics.probe.offline.teacher import GreedyLabeller  # heavy: torch
-
-    if open_target(target).weights is None:
-        return None
-    return GreedyLabeller(target)
 
 
 def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:

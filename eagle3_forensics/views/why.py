@@ -44,16 +44,6 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-def _labeller(target: str | Path | None) -> Any:
-    """The target's greedy token per dumped position (None without target weights)."""
-    if target is None:
-        return None
-    from eagle3_forensics.io.target import open_target  # heavy: numpy, safetensors
-    from eagle3_forensics.probe.offline.teacher import GreedyLabeller  # heavy: torch
-
-    return GreedyLabeller(target) if open_target(target).weights is not None else None
-
-
 def _probe_findings(measured: Measured | None) -> list[Finding]:
     """The probe's own findings (VOCAB_SPECIAL_TOKENS_MISSING with its measured cost)."""
     found = getattr(measured.served, "findings", None) if measured is not None else None
@@ -95,13 +85,14 @@ def why_low_acceptance(
         )
     else:
         from eagle3_forensics.checks.data.findings import audit_data  # heavy: numpy, torch
+        from eagle3_forensics.probe.offline.teacher import greedy_labeller  # heavy: torch
 
         # with a target, audit_data reports DATA_NOT_FROM_TARGET (the target's greedy token as the
         # labeller), DATA_TEMPLATE_MISMATCH, DATA_TRAINED_LENGTH and CONTEXT_BEYOND_TRAINING (the
         # serving context from the launch line), each with its cost block
         try:
             audit = audit_data(
-                data, drafter=checkpoint, target=target, launch=launch, labeller=_labeller(target)
+                data, drafter=checkpoint, target=target, launch=launch, labeller=greedy_labeller(target)
             )
         except UnusableInputError as exc:
             not_checked.append(f"data: {_one_line(exc)}")

@@ -295,6 +295,8 @@ class AuditScan:
             s.hashes = [[str(h), int(i), str(src)] for h, i, src in d["hashes"]]
             # absent in partials written before audit-data --target measured them
             s.lengths = _int_keys(d.get("lengths") or {})
+            if any(k < 0 or v < 0 for k, v in s.lengths.items()):
+                raise ValueError("a negative sample length or count")
             s.agreement = [_agreement_row(r) for r in d.get("agreement") or []]
             s.renderings = [
                 [int(i), str(src), str(o), bool(m), [str(x) for x in modes], int(k)]

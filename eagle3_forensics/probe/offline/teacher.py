@@ -211,3 +211,11 @@ class GreedyLabeller:
 
     def describe(self) -> dict[str, Any]:
         return self.teacher.to_dict()
+
+
+def greedy_labeller(target: str | Path | None, device: str = "cpu") -> GreedyLabeller | None:
+    """``audit-data --target``'s provenance teacher, or None without a target or its weights (a
+    config-only target judges fit, not provenance)."""
+    if target is None or open_target(target).weights is None:
+        return None
+    return GreedyLabeller(target, device)
