@@ -141,7 +141,7 @@ def time_papermill(job: Any, cwd: str, out: Path) -> tuple[float, float, float]:
     import nbformat
     import papermill
 
-    from eagle3_forensics.runs.execute import _env as env_block
+    from eagle3_forensics.runs.execute import scoped_environ as env_block
     from eagle3_forensics.runs.kernel import KERNEL_NAME, kernel_env
     from eagle3_forensics.runs.report import render_html
 

@@ -43,6 +43,11 @@ def one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
+def error_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception as the tail of a one-line error message (its type when it says nothing), cut at ``limit``."""
+    return one_line(str(exc) or type(exc).__name__)[:limit]
+
+
 class ForensicsError(Exception):
     """Base of every error a surface reports as a one-line message with a documented exit code."""
 
@@ -86,5 +91,6 @@ __all__ = [
     "ForensicsError",
     "ServerFaultError",
     "UnusableInputError",
+    "error_line",
     "one_line",
 ]

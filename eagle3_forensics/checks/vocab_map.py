@@ -15,7 +15,8 @@ _ENGINE_CODES = {  # classification kind -> per-engine finding code (the engine 
 }
 
 
-def _fix_for(kind: str) -> str:
+def fix_for_kind(kind: str) -> str:
+    """The fix line for a vocabulary-map classification kind (the vocab check and audit-data share it)."""
     return {
         "absolute": "Convert to offsets once: d2t = d2t - arange(v), then verify nonzero(t2d) == d2t + arange(v) "
         "(eagle3_forensics.vocab.mapping.absolute_to_offsets).",
@@ -78,7 +79,7 @@ def check_vocab(ctx: Context) -> Iterator[Finding]:
                 f"{lead}; {effect}",
                 engine=rules.name,
                 evidence={**ev, "engine_expects": rules.d2t_encoding, **ctx.evidence_base(rules.name)},
-                fix=_fix_for(res.kind),
+                fix=fix_for_kind(res.kind),
             )
         return
     if res.kind in ("permuted", "partial_corruption") and ctx.find("t2d"):
@@ -92,7 +93,7 @@ def check_vocab(ctx: Context) -> Iterator[Finding]:
             Severity.ERROR,
             f"nonzero(t2d) != d2t + arange(v): d2t encodes {what}.",
             evidence=ev,
-            fix=_fix_for(res.kind),
+            fix=fix_for_kind(res.kind),
         )
         return
     yield Finding(
@@ -100,7 +101,7 @@ def check_vocab(ctx: Context) -> Iterator[Finding]:
         Severity.ERROR,
         f"d2t is not a usable map: {res.meaning}.",
         evidence=ev,
-        fix=_fix_for(res.kind),
+        fix=fix_for_kind(res.kind),
     )
 
 

@@ -31,7 +31,7 @@ _SUBJECTS = (
     "the pilot",
     "a farmer",
 )
-_VERBS = (
+VERBS = (
     "sees",
     "likes",
     "finds",
@@ -105,11 +105,11 @@ def make_world(seed: int) -> World:
     seen: set[tuple[int, int]] = set()
     facts: list[str] = []
     while len(facts) < N_FACTS:
-        s, v = rng.randrange(len(_SUBJECTS)), rng.randrange(len(_VERBS))
+        s, v = rng.randrange(len(_SUBJECTS)), rng.randrange(len(VERBS))
         if (s, v) in seen:
             continue
         seen.add((s, v))
-        facts.append(f"{_SUBJECTS[s]} {_VERBS[v]} {rng.choice(_OBJECTS)} {rng.choice(_TAILS)}")
+        facts.append(f"{_SUBJECTS[s]} {VERBS[v]} {rng.choice(_OBJECTS)} {rng.choice(_TAILS)}")
     order = list(range(N_FACTS))
     rng.shuffle(order)
     successor = [0] * N_FACTS

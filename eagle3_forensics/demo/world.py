@@ -83,7 +83,7 @@ from eagle3_forensics.demo.chat import (
 )
 from eagle3_forensics.demo.chat_data import ChatSet, reasoning_share, write_chat_prompts, write_train_dump
 from eagle3_forensics.demo.chat_variants import NEW_VARIANTS, build_sets, without_token
-from eagle3_forensics.demo.facts import _VERBS, N_FACTS, P_FOLLOW, World, make_world
+from eagle3_forensics.demo.facts import N_FACTS, P_FOLLOW, VERBS, World, make_world
 from eagle3_forensics.demo.readme import write_readme
 from eagle3_forensics.reference.drafter.export import export_tensors
 from eagle3_forensics.reference.drafter.model import DrafterSpec, Eagle3Drafter, fresh_init
@@ -252,7 +252,7 @@ def _build_tokenizer(world: World, seed: int) -> Any:
         show_progress=False,
     )
     rng = _rng(seed, 10)
-    plans = [plan_text(world.facts, world.successor, f, _VERBS) for f in range(N_FACTS)]
+    plans = [plan_text(world.facts, world.successor, f, VERBS) for f in range(N_FACTS)]
     tok.train_from_iterator([world.document(rng, 20) for _ in range(1000)] + plans * 20, trainer=trainer)
     n = tok.get_vocab_size(with_added_tokens=True)
     if n < VOCAB_SIZE:
@@ -313,7 +313,7 @@ def true_responses(
     succ = world.successor if successor is None else successor
     out = []
     for t in turns:
-        plan = plan_text(world.facts, succ, t.last_fact, _VERBS) if mode == "thinking" else None
+        plan = plan_text(world.facts, succ, t.last_fact, VERBS) if mode == "thinking" else None
         out.append(assistant_content(plan, answer_text(world.facts, succ, t.last_fact)))
     return out
 

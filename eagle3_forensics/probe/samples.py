@@ -17,7 +17,7 @@ import torch
 from eagle3_forensics.errors import BadArgumentsError
 from eagle3_forensics.io.dumps.layouts import LAYOUTS
 from eagle3_forensics.io.dumps.read import Item
-from eagle3_forensics.probe.offline.scan import _slots, open_offline
+from eagle3_forensics.probe.offline.scan import open_offline, scored_slots
 from eagle3_forensics.probe.teacher_forced import score_sequence
 
 
@@ -106,7 +106,7 @@ class SampleScorer:
         assert s.aux_hidden is not None  # checked above
         with torch.inference_mode():
             labels = self.teacher.labels(s, self.device)
-            slots = _slots(s, labels, self.k)
+            slots = scored_slots(s, labels, self.k)
             correct = (
                 score_sequence(self.model, s.aux_hidden, s.input_ids, slots, labels, self.k)
                 if slots.numel()

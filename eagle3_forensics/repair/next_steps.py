@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from eagle3_forensics.findings import LAUNCH_CATALOGUE, Finding, Severity, sort_findings
-from eagle3_forensics.repair.policy import FIX, POLICY, REPAIRABLE_ENGINES
+from eagle3_forensics.repair.policy import POLICY, REPAIRABLE_ENGINES, Action
 
 # A config another engine's layout needs is a conversion, whatever its severity: "info" when the
 # user asked for every engine (the engine is then "not applicable"), "error" when they named it.
@@ -80,7 +80,7 @@ def repairs(f: Finding) -> bool:
     """True when ``repair --engine f.engine`` fixes this finding (the policy table says so for the
     code and this evidence, and repair makes copies for that engine)."""
     policy = POLICY.get(f.code)
-    if policy is None or policy.action != FIX or policy.refuses(f):
+    if policy is None or policy.action != Action.FIX or policy.refuses(f):
         return False
     if f.engine not in REPAIRABLE_ENGINES:
         return False

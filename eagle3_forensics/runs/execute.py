@@ -33,7 +33,7 @@ from eagle3_forensics.runs.record import ENV_VAR, acceptance_metrics, read_recor
 
 
 @contextmanager
-def _env(values: dict[str, str | None]) -> Iterator[None]:
+def scoped_environ(values: dict[str, str | None]) -> Iterator[None]:
     """Set (``None``: unset) environment variables for kernels started inside the block."""
     saved = {k: os.environ.get(k) for k in values}
     for k, v in values.items():
@@ -121,7 +121,7 @@ def execute_job(job: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]
         **_KERNEL_ENV,
     }
     start = time.perf_counter()
-    with _env(env):
+    with scoped_environ(env):
         for attempt in (1, 2):
             res["attempts"] = attempt
             try:
@@ -329,4 +329,4 @@ def _execute(
                 done(i, res)
 
 
-__all__ = ["KERNEL_NAME", "execute_job", "execute_jobs", "extract"]
+__all__ = ["KERNEL_NAME", "execute_job", "execute_jobs", "extract", "scoped_environ"]

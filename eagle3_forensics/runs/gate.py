@@ -52,7 +52,8 @@ class Gate:
         }
 
 
-def _num(x: Any) -> float | None:
+def finite_number(x: Any) -> float | None:
+    """``x`` as a float when it is a finite number (not a bool), else None: metrics may be missing or NaN."""
     if (
         isinstance(x, bool)
         or not isinstance(x, (int, float))
@@ -189,7 +190,7 @@ def baseline_from_runs(
             if code not in entry["expected_findings"]:
                 entry["expected_findings"].append(code)
         m = r.get("metrics") or {}
-        al = _num(m.get("acceptance_length"))
+        al = finite_number(m.get("acceptance_length"))
         if al is None:
             continue
         spec: dict[str, Any] = {
@@ -263,11 +264,11 @@ def evaluate_gate(runs: Sequence[dict[str, Any]], baseline: dict[str, Any] | Non
             if gone:
                 note("finding_gone", f"expected finding(s) no longer reported: {', '.join(gone)}")
         m = r.get("metrics") or {}
-        if _num(m.get("acceptance_length")) is None:
+        if finite_number(m.get("acceptance_length")) is None:
             continue
         spec = (entry.get("by_notebook") or {}).get(r["notebook"]) or entry
         al_spec = spec.get("acceptance_length")
-        if isinstance(al_spec, dict) and _num(al_spec.get("value")) is not None:
+        if isinstance(al_spec, dict) and finite_number(al_spec.get("value")) is not None:
             base, tol = (
                 float(al_spec["value"]),
                 float(al_spec.get("tolerance", DEFAULT_TOLERANCE["acceptance_length"])),
@@ -305,7 +306,7 @@ def evaluate_gate(runs: Sequence[dict[str, Any]], baseline: dict[str, Any] | Non
         if not mine:
             gate.notes.append(GateProblem(name, None, "missing", f"in the {label} but not in this run"))
         elif entry.get("acceptance_length") and not any(
-            _num((r.get("metrics") or {}).get("acceptance_length")) is not None for r in mine
+            finite_number((r.get("metrics") or {}).get("acceptance_length")) is not None for r in mine
         ):
             gate.notes.append(
                 GateProblem(name, None, "missing", f"{label} has acceptance metrics; no run measured them")

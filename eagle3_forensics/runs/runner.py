@@ -36,7 +36,7 @@ from eagle3_forensics.runs.config import (
     load_config,
     notebook_parameters,
 )
-from eagle3_forensics.runs.execute import KERNEL_NAME, _env, execute_job, execute_jobs, extract
+from eagle3_forensics.runs.execute import KERNEL_NAME, execute_job, execute_jobs, extract
 from eagle3_forensics.runs.gate import (
     BASELINE_SCHEMA,
     SUMMARY_SCHEMA,
@@ -192,7 +192,6 @@ __all__ = [
     "GateProblem",
     "Job",
     "RunConfig",
-    "_env",
     "baseline_from_runs",
     "build_demo_report",
     "changes",

@@ -42,10 +42,10 @@ from eagle3_forensics.runs.summary import (
     Finish,
     Finished,
     Log,
-    _stderr,
     contract_json,
     finalize,
     machine,
+    to_stderr,
     write_atomic,
 )
 
@@ -324,7 +324,7 @@ def merge_runs(
     out_dir: str | Path,
     finish: Finish | None = None,
     *,
-    say: Log = _stderr,
+    say: Log = to_stderr,
 ) -> tuple[Finished, list[Part]]:
     """Merge shard outputs into one run in ``out_dir``: the reports, ``summary.json``, ``index.html``,
     the gate and, as asked, the history entry and the bundle."""

@@ -28,10 +28,10 @@ from eagle3_forensics.runs.bundle import write_bundle
 from eagle3_forensics.runs.gate import (
     BASELINE_SCHEMA,
     SUMMARY_SCHEMA,
-    _num,
     baseline_from_runs,
     check_run_records,
     evaluate_gates,
+    finite_number,
     load_baseline,
 )
 from eagle3_forensics.runs.history import (
@@ -49,7 +49,8 @@ from eagle3_forensics.schemas import log_object, strict
 Log = Callable[[str], None]
 
 
-def _stderr(msg: str) -> None:
+def to_stderr(msg: str) -> None:
+    """The default progress log of a run or a merge: one line on stderr."""
     sys.stderr.write(msg + "\n")
 
 
@@ -68,7 +69,10 @@ def changes(runs: Sequence[dict[str, Any]], previous: Sequence[dict[str, Any]] |
             "status": None if p.get("status") == r["status"] else f"{p.get('status')} → {r['status']}"
         }
         for key in ("acceptance_length", "coverage"):
-            a, b = _num((r.get("metrics") or {}).get(key)), _num((p.get("metrics") or {}).get(key))
+            a, b = (
+                finite_number((r.get("metrics") or {}).get(key)),
+                finite_number((p.get("metrics") or {}).get(key)),
+            )
             ch[key] = None if a is None or b is None else round(a - b, 6)
         a_err, b_err = (r.get("counts") or {}).get("error"), (p.get("counts") or {}).get("error")
         ch["errors"] = None if a_err is None or b_err is None else a_err - b_err
@@ -225,7 +229,7 @@ def finalize(
     workers: int,
     extra: dict[str, Any] | None = None,
     wall_offset: float = 0.0,
-    say: Log = _stderr,
+    say: Log = to_stderr,
 ) -> Finished:
     """Changes, gate, ``summary.json``, ``index.html``, history entry, bundle, baseline: the end of a run.
 

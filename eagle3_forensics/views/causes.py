@@ -12,7 +12,7 @@ from typing import Any
 
 from eagle3_forensics.checks.causes import Cause, Cost, Ranking
 from eagle3_forensics.views.html import SEVERITY_BACKGROUNDS, SEVERITY_COLOURS, compact_json, esc, table_html
-from eagle3_forensics.views.widgets import STATIC_NOTE, Explorer, _note, live_html, unavailable
+from eagle3_forensics.views.widgets import STATIC_NOTE, Explorer, live_html, note_html, unavailable
 
 ALL = "all"
 
@@ -125,7 +125,7 @@ def _rows_html(rows: Sequence[dict[str, Any]], segment: str, length: str) -> str
         if (segment == ALL or r["segment"] == segment) and (length == ALL or str(r["length"]) == str(length))
     ]
     if not shown:
-        return _note(f"no measurement for segment {segment!r} and length {length!r}")
+        return note_html(f"no measurement for segment {segment!r} and length {length!r}")
     df = pd.DataFrame(
         [
             {
@@ -162,7 +162,7 @@ def acceptance_explorer(
         choices = (
             f"segments: {', '.join(segments[1:])}; lengths (new tokens per prompt): {', '.join(lengths[1:])}"
         )
-        return _rows_html(rows, seg0, len0) + _note(choices) + _note(STATIC_NOTE)
+        return _rows_html(rows, seg0, len0) + note_html(choices) + note_html(STATIC_NOTE)
 
     def build() -> Any:
         import ipywidgets as w  # optional: ipywidgets

@@ -38,11 +38,11 @@ from eagle3_forensics.views.widgets import (
     STATIC_NOTE,
     Explorer,
     live_html,
+    note_html,
     probe_html,
     probe_line,
     tensor_key_table,
 )
-from eagle3_forensics.views.widgets import note_html as _note
 from eagle3_forensics.vocab.coverage import TOKEN_CLASSES, selection_mask, token_table
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -68,7 +68,7 @@ def _error(exc: Exception) -> str:
 def _rows_html(df: pd.DataFrame, head: str) -> str:
     if df.empty:
         return head
-    more = _note(f"first {MAX_ROWS} rows shown") if len(df) > MAX_ROWS else ""
+    more = note_html(f"first {MAX_ROWS} rows shown") if len(df) > MAX_ROWS else ""
     return head + table_html(df.head(MAX_ROWS)) + more
 
 
@@ -132,7 +132,7 @@ def key_browser(
     """Browse the checkpoint's keys by what one engine does with them (``fate``) and by name."""
 
     def static() -> str:
-        return _key_html(diagnosis, inspection, fate, query) + _note(STATIC_NOTE)
+        return _key_html(diagnosis, inspection, fate, query) + note_html(STATIC_NOTE)
 
     def build() -> Any:
         import ipywidgets as w  # optional: ipywidgets
@@ -228,7 +228,7 @@ def map_compare(
     second = b if b is not None else next(n for n in names if n != first)
 
     def static() -> str:
-        return _compare_html(maps, first, second, tokens, counts) + _note(STATIC_NOTE)
+        return _compare_html(maps, first, second, tokens, counts) + note_html(STATIC_NOTE)
 
     def build() -> Any:
         import ipywidgets as w  # optional: ipywidgets
@@ -324,7 +324,7 @@ def coverage_explorer(
     start = size if size is not None else max(own, 1)
 
     def static() -> str:
-        return _coverage_html(c, mapping, start, tokens, klass) + _note(STATIC_NOTE)
+        return _coverage_html(c, mapping, start, tokens, klass) + note_html(STATIC_NOTE)
 
     def build() -> Any:
         import ipywidgets as w  # optional: ipywidgets
@@ -409,8 +409,8 @@ def probe_explorer(
 
     def static() -> str:
         head = _probe_settings(k, engine, [(i, texts[i]) for i in chosen], max_new_tokens, device)
-        last = _probe_headline(result) if result is not None else _note("probe not run")
-        return head + last + _note(STATIC_NOTE)
+        last = _probe_headline(result) if result is not None else note_html("probe not run")
+        return head + last + note_html(STATIC_NOTE)
 
     def build() -> Any:
         import ipywidgets as w  # optional: ipywidgets
@@ -443,9 +443,9 @@ def probe_explorer(
             out.clear_output(wait=True)
             with out:
                 if target is None or not pick.value:
-                    display(HTML(_note("the probe needs a target and at least one prompt")))
+                    display(HTML(note_html("the probe needs a target and at least one prompt")))
                     return
-                display(HTML(_note("running…")))
+                display(HTML(note_html("running…")))
                 try:
                     r = probe(
                         checkpoint,
@@ -564,8 +564,8 @@ def sample_browser(
 
     def static() -> str:
         if start < 0:
-            return _error(ValueError(f"no sample {sample!r} under the dumps")) + _note(STATIC_NOTE)
-        return _sample_html(scorer, start, tokens) + _note(STATIC_NOTE)
+            return _error(ValueError(f"no sample {sample!r} under the dumps")) + note_html(STATIC_NOTE)
+        return _sample_html(scorer, start, tokens) + note_html(STATIC_NOTE)
 
     def build() -> Any:
         import ipywidgets as w  # optional: ipywidgets

@@ -9,7 +9,7 @@ from eagle3_forensics.engines import ENGINES
 from eagle3_forensics.findings import Severity
 from eagle3_forensics.repair.execute import RepairResult, repair_overview
 from eagle3_forensics.repair.plan.result import RECORD_FILE, RepairPlan, Step
-from eagle3_forensics.repair.policy import DROP, SHIP, STRIP, VOCAB
+from eagle3_forensics.repair.policy import StepKind
 
 # -- text rendering ------------------------------------------------------------------------------------
 
@@ -18,7 +18,11 @@ def _lines_for_steps(steps: list[Step]) -> Iterator[str]:
     for i, s in enumerate(steps, 1):
         fixes = f"  [fixes {', '.join(s.fixes)}]" if s.fixes else ""
         yield f"  {i:2}. {s.kind:7} {s.description}{fixes}"
-        if s.kind in (DROP, STRIP, SHIP, VOCAB) and s.tensors and len(s.tensors) > 1:
+        if (
+            s.kind in (StepKind.DROP, StepKind.STRIP, StepKind.SHIP, StepKind.VOCAB)
+            and s.tensors
+            and len(s.tensors) > 1
+        ):
             yield f"               tensors: {', '.join(s.tensors)}"
 
 

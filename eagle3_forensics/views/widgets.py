@@ -159,11 +159,15 @@ class Explorer:
 def unavailable(title: str, reason: str) -> Explorer:
     """An explorer that only says why it cannot be shown (the same in every mode)."""
     return Explorer(
-        title, lambda: _note(f"not available: {' '.join(reason.split())}"), lambda: None, interactive=False
+        title,
+        lambda: note_html(f"not available: {' '.join(reason.split())}"),
+        lambda: None,
+        interactive=False,
     )
 
 
-def _note(text: str) -> str:
+def note_html(text: str) -> str:
+    """A small grey note (escaped), as the explorers show it under a view."""
     return f'<p class="e3f-note" style="color:#555;font-size:0.9em"><em>{esc(text)}</em></p>'
 
 
@@ -252,7 +256,7 @@ def _tensor_html(diagnosis: Diagnosis, inspection: Inspection, query: str, actio
     if df.empty:
         return head
     shown = df.head(MAX_ROWS)
-    more = _note(f"first {MAX_ROWS} rows shown") if len(df) > MAX_ROWS else ""
+    more = note_html(f"first {MAX_ROWS} rows shown") if len(df) > MAX_ROWS else ""
     return head + table_html(shown) + more
 
 
@@ -276,7 +280,7 @@ def tensor_browser(
     ins = inspection if inspection is not None else inspect_checkpoint(d.checkpoint)
 
     def static() -> str:
-        return _tensor_html(d, ins, query, action) + _note(STATIC_NOTE)
+        return _tensor_html(d, ins, query, action) + note_html(STATIC_NOTE)
 
     def build() -> Any:
         import ipywidgets as w  # optional: ipywidgets
@@ -602,7 +606,7 @@ def token_lookup(
     initial: list[str | int] = list(queries) if queries else list(data.most_frequent(8))
 
     def static() -> str:
-        return _lookup_html(data, initial) + _note(STATIC_NOTE)
+        return _lookup_html(data, initial) + note_html(STATIC_NOTE)
 
     def build() -> Any:
         import ipywidgets as w  # optional: ipywidgets
@@ -634,7 +638,7 @@ def probe_html(result: ProbeResult) -> str:
     )
 
     chart = (
-        _note(empty_chart_text(result))
+        note_html(empty_chart_text(result))
         if nothing_accepted(result)
         else figure_html(per_position_figure(result), "per-position acceptance")
     )
@@ -645,7 +649,7 @@ def probe_line(result: ProbeResult | None, why: str = "not run", lead: str = "Wi
     """The probe run with the notebook's values, on one line (its tables and chart are in the
     notebook already: the explorer does not draw them a second time); ``lead`` starts the line."""
     if result is None:
-        return _note(f"probe {why}")
+        return note_html(f"probe {why}")
     per_pos = " / ".join(fmt.rate(x) for x in result.per_position_cumulative)
     return (
         f"<p>{esc(lead)}acceptance length <b>{fmt.acceptance_length(result.acceptance_length)}</b>, "
@@ -688,7 +692,7 @@ def probe_controls(
         )
         why = "no target or prompts given" if target is None or prompts is None else "not run"
         last = probe_line(result, why)
-        return table_html(controls) + last + _note(STATIC_NOTE)
+        return table_html(controls) + last + note_html(STATIC_NOTE)
 
     def build() -> Any:
         import ipywidgets as w  # optional: ipywidgets
@@ -705,7 +709,7 @@ def probe_controls(
         out = w.Output()
         with out:  # the notebook's own run, in one line: its tables and chart are shown above it
             why = "no target or prompts given" if target is None or prompts is None else "not run"
-            display(HTML(probe_line(result, why) + _note("change the controls and press Run probe")))
+            display(HTML(probe_line(result, why) + note_html("change the controls and press Run probe")))
 
         def go(_button: Any) -> None:
             from eagle3_forensics.probe.core import probe, read_prompts  # heavy: torch, transformers
@@ -713,9 +717,9 @@ def probe_controls(
             out.clear_output(wait=True)
             with out:
                 if target is None or prompts is None:
-                    display(HTML(_note("the probe needs a target and prompts")))
+                    display(HTML(note_html("the probe needs a target and prompts")))
                     return
-                display(HTML(_note("running…")))
+                display(HTML(note_html("running…")))
                 r = probe(
                     checkpoint,
                     target,
@@ -737,11 +741,6 @@ def probe_controls(
 
 
 # -- helpers shared with views.explorers -----------------------------------------------------------
-
-
-def note_html(text: str) -> str:
-    """A small grey note (escaped), as the explorers show it under a view."""
-    return _note(text)
 
 
 def live_html(

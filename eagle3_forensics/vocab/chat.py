@@ -26,11 +26,11 @@ from typing import Any
 
 from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.vocab.inputs.chat import (
-    _token_text,
     load_tokenizer,
     read_chat_template,
     read_tokenizer_config,
     render_chat,
+    token_text,
 )
 
 # mode -> the template kwargs a server passes for it (vLLM/SGLang `chat_template_kwargs`)
@@ -123,7 +123,7 @@ def load_chat_template(target_dir: str | Path, template: str | None = None) -> C
     if text is None:
         return None
     cfg = read_tokenizer_config(d) if d.is_dir() else {}
-    special = {k: _token_text(cfg.get(k)) for k in ("bos_token", "eos_token", "unk_token", "pad_token")}
+    special = {k: token_text(cfg.get(k)) for k in ("bos_token", "eos_token", "unk_token", "pad_token")}
     return ChatTemplate(directory=str(d), template=text, tokenizer=tokenizer, special=special)
 
 

@@ -28,7 +28,7 @@ from eagle3_forensics.vocab.chat import (
     structural_tokens,
     supported_modes,
 )
-from eagle3_forensics.vocab.inputs.chat import _token_text, load_tokenizer, read_tokenizer_config
+from eagle3_forensics.vocab.inputs.chat import load_tokenizer, read_tokenizer_config, token_text
 
 _MAX_LISTED = 32
 _BLOCK = 1 << 22
@@ -63,7 +63,7 @@ def target_chat(target_dir: str | Path) -> ChatTemplate | None:
     if chat is not None:
         return chat
     cfg = read_tokenizer_config(d)
-    special = {k: _token_text(cfg.get(k)) for k in ("bos_token", "eos_token", "unk_token", "pad_token")}
+    special = {k: token_text(cfg.get(k)) for k in ("bos_token", "eos_token", "unk_token", "pad_token")}
     return ChatTemplate(directory=str(d), template="", tokenizer=load_tokenizer(d), special=special)
 
 

@@ -26,7 +26,7 @@ from eagle3_forensics.checks.diagnose import diagnose
 from eagle3_forensics.findings import CATALOGUE, Finding, Severity
 from eagle3_forensics.repair.execute import PAUSE_ENV, repair, stale_temp_dirs
 from eagle3_forensics.repair.plan import RECORD_FILE, RepairArgumentError, repair_plan
-from eagle3_forensics.repair.policy import FIX, POLICY, REFUSE, STEP_KINDS, VOCAB, Policy
+from eagle3_forensics.repair.policy import POLICY, STEP_KINDS, Action, Policy, StepKind
 from eagle3_forensics.vocab.inputs import load_token_ids
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,7 +98,7 @@ def test_every_finding_code_has_a_policy() -> None:
     assert set(POLICY) == set(CATALOGUE)
     for code, pol in POLICY.items():
         assert pol.action in ("fix", "refuse", "unusable", "nothing"), code
-        if pol.action == FIX:
+        if pol.action == Action.FIX:
             assert pol.fixed_by and set(pol.fixed_by) <= set(STEP_KINDS), code
             assert pol.reason, f"{code}: a fixable code still needs the reason used when the fix fails"
 
@@ -106,11 +106,11 @@ def test_every_finding_code_has_a_policy() -> None:
 def test_a_mistyped_policy_fails_when_the_table_is_built() -> None:
     assert json.dumps([POLICY["D2T_MISSING"].action, *POLICY["D2T_MISSING"].fixed_by]) == '["fix", "vocab"]'
     with pytest.raises(ValueError):
-        Policy("fixx", (VOCAB,))  # type: ignore[arg-type]
+        Policy("fixx", (StepKind.VOCAB,))  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        Policy(FIX, ("vocabulary",))  # type: ignore[arg-type]
+        Policy(Action.FIX, ("vocabulary",))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="only FIX"):
-        Policy(REFUSE, (VOCAB,))
+        Policy(Action.REFUSE, (StepKind.VOCAB,))
 
 
 # -- demo variants --------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ yaml = pytest.importorskip("yaml")
 
 from eagle3_forensics.runs import warm  # noqa: E402
 from eagle3_forensics.runs.config import config_from_dict  # noqa: E402
-from eagle3_forensics.runs.execute import _env  # noqa: E402
+from eagle3_forensics.runs.execute import scoped_environ  # noqa: E402
 from eagle3_forensics.runs.record import ENV_VAR  # noqa: E402
 from eagle3_forensics.runs.runner import run  # noqa: E402
 
@@ -162,7 +162,7 @@ def test_timeouts_and_dead_kernels_fail_as_usual_and_leave_no_process(tmp_path: 
         "kernels": "warm",
     }
     # no thread limits: the zygote holds numpy's BLAS pool, which the kernels then use, as torch's
-    with _env({"OMP_NUM_THREADS": None, "MKL_NUM_THREADS": None, "OPENBLAS_NUM_THREADS": None}):
+    with scoped_environ({"OMP_NUM_THREADS": None, "MKL_NUM_THREADS": None, "OPENBLAS_NUM_THREADS": None}):
         runs = _runs(_run(tmp_path, data, "out"))
     slow, dies, ok = (runs[("d", n)] for n in ("01_slow", "02_dies", "03_ok"))
     assert (
@@ -198,7 +198,7 @@ def test_without_a_zygote_the_kernelspec_starts_an_ordinary_kernel(tmp_path: Pat
         ("code", "import sys\nfrom eagle3_forensics.runs.record import record\nrecord('argv0', sys.argv[0])"),
     )
     sidecar = tmp_path / "argv.record.json"
-    with _env({"JUPYTER_PATH": str(tmp_path / "jp"), ENV_VAR: str(sidecar)}):
+    with scoped_environ({"JUPYTER_PATH": str(tmp_path / "jp"), ENV_VAR: str(sidecar)}):
         papermill.execute_notebook(
             str(nb), str(tmp_path / "out.ipynb"), kernel_name=warm.KERNEL_NAME, progress_bar=False
         )

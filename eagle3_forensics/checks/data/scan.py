@@ -14,7 +14,7 @@ import numpy as np
 
 from eagle3_forensics.checks.data.merge import AuditScan
 from eagle3_forensics.checks.data.target_scan import Labeller, SampleFit, serving_settings
-from eagle3_forensics.checks.vocab_map import _fix_for
+from eagle3_forensics.checks.vocab_map import fix_for_kind
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.checkpoint import safe_torch_load
@@ -24,11 +24,11 @@ from eagle3_forensics.io.dumps.read import DumpSet, open_dumps
 from eagle3_forensics.io.shard import parse_pair
 from eagle3_forensics.io.target import open_target
 from eagle3_forensics.vocab.inputs.chat import (
-    _token_text,
     load_tokenizer,
     read_chat_template,
     read_tokenizer_config,
     render_chat,
+    token_text,
 )
 from eagle3_forensics.vocab.inputs.maps import load_mapping
 from eagle3_forensics.vocab.mapping.classify import classify_mapping
@@ -77,7 +77,7 @@ def _map_findings(m: Any) -> list[Finding]:
             if res.kind == "partial_corruption"
             else "d2t holds the t2d selection in another order"
         )
-    out.append(Finding(code, Severity.ERROR, f"{m.label}: {lead}.", evidence=ev, fix=_fix_for(res.kind)))
+    out.append(Finding(code, Severity.ERROR, f"{m.label}: {lead}.", evidence=ev, fix=fix_for_kind(res.kind)))
     return out
 
 
@@ -145,7 +145,7 @@ def _assistant_marker(target: str | Path | None) -> dict[str, Any] | None:
         if template is None:
             return None
         cfg = read_tokenizer_config(target)
-        special = {k: _token_text(cfg.get(k)) for k in ("bos_token", "eos_token", "unk_token", "pad_token")}
+        special = {k: token_text(cfg.get(k)) for k in ("bos_token", "eos_token", "unk_token", "pad_token")}
         chat = [{"role": "user", "content": _MARK_USER}, {"role": "assistant", "content": _MARK_ASSISTANT}]
         text = render_chat(template, chat, special)
         i, j = text.find(_MARK_USER), text.find(_MARK_ASSISTANT)

@@ -39,7 +39,6 @@ _EXPORTS = {
     "DEFAULT_BUCKET": "scan",
     "SMALL_MODEL_PARAMS": "scan",
     "parse_engine": "scan",
-    "_slots": "scan",
     "OfflineSetup": "scan",
     "open_offline": "scan",
     "scan_offline": "scan",

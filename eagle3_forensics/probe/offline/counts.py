@@ -23,11 +23,13 @@ WORST = 10  # worst samples kept
 # ---------------------------------------------------------------------------------------------
 
 
-def _zero(k: int) -> list[Any]:
+def zero_group(k: int) -> list[Any]:
+    """An empty group count ``[slots, hits per depth, prefix hits per depth]`` for ``k`` steps."""
     return [0, [0] * k, [0] * k]
 
 
-def _add_group(dst: list[Any], slots: int, hits: Sequence[int], prefix: Sequence[int]) -> None:
+def add_group(dst: list[Any], slots: int, hits: Sequence[int], prefix: Sequence[int]) -> None:
+    """Add one group's counts into ``dst`` (scan and merge both sum this way)."""
     dst[0] += slots
     dst[1] = [a + b for a, b in zip(dst[1], hits, strict=True)]
     dst[2] = [a + b for a, b in zip(dst[2], prefix, strict=True)]
@@ -36,11 +38,12 @@ def _add_group(dst: list[Any], slots: int, hits: Sequence[int], prefix: Sequence
 def _merge_groups(a: dict[str, list[Any]], b: dict[str, list[Any]], k: int) -> dict[str, list[Any]]:
     out = {key: [v[0], list(v[1]), list(v[2])] for key, v in a.items()}
     for key, v in b.items():
-        _add_group(out.setdefault(key, _zero(k)), v[0], v[1], v[2])
-    return dict(sorted(out.items(), key=lambda kv: _group_key(kv[0])))
+        add_group(out.setdefault(key, zero_group(k)), v[0], v[1], v[2])
+    return dict(sorted(out.items(), key=lambda kv: group_order(kv[0])))
 
 
-def _group_key(key: str) -> tuple[int, Any]:
+def group_order(key: str) -> tuple[int, Any]:
+    """Sort key of a group: numeric keys (lengths, positions) first, by value; then names."""
     return (0, int(key)) if key.lstrip("-").isdigit() else (1, key)
 
 

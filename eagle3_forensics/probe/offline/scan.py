@@ -24,9 +24,9 @@ from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.io.dumps.bounded import cap_from_configs
 from eagle3_forensics.io.dumps.layouts import LAYOUTS
 from eagle3_forensics.io.dumps.read import DumpSet, Sample, SampleError, open_dumps
-from eagle3_forensics.probe.offline.counts import OfflineCounts, _add_group, _group_key, _zero
+from eagle3_forensics.probe.offline.counts import OfflineCounts, add_group, group_order, zero_group
 from eagle3_forensics.probe.offline.result import OfflineProbeResult, finish_probe
-from eagle3_forensics.probe.offline.teacher import Teacher, _decide_norm, _target_teacher
+from eagle3_forensics.probe.offline.teacher import Teacher, decide_norm, target_teacher
 from eagle3_forensics.probe.teacher_forced import hit_counts, score_sequence
 from eagle3_forensics.reference.drafter.loader import load_drafter
 from eagle3_forensics.reference.drafter.model import Eagle3Drafter, default_dtype, resolve_device
@@ -98,7 +98,7 @@ def _classifier(target: str | Path | None, in_vocab: torch.Tensor) -> tuple[Call
 # ---------------------------------------------------------------------------------------------
 
 
-def _slots(sample: Sample, labels: torch.Tensor, k: int) -> torch.Tensor:
+def scored_slots(sample: Sample, labels: torch.Tensor, k: int) -> torch.Tensor:
     """Slots ``t`` whose fed token ``t+1`` is loss-masked and whose ``k`` teachers all exist."""
     n = sample.length
     has = labels >= 0
@@ -184,13 +184,13 @@ def open_offline(
         )
     teacher = Teacher("data")
     if target is not None:
-        teacher, info = _target_teacher(target, dev)
+        teacher, info = target_teacher(target, dev)
         if info.hidden_size is not None and first.hidden_size != info.hidden_size:
             raise UnusableInputError(
                 f"the dumps' last hidden state is {first.hidden_size} wide, the target's hidden size is "
                 f"{info.hidden_size} (DATA_TARGET_MISMATCH)"
             )
-        _decide_norm(teacher, first.layout, first)
+        decide_norm(teacher, first.layout, first)
     return OfflineSetup(engine, dev, dtype, ds, first, model, fc_in, teacher)
 
 
@@ -312,7 +312,7 @@ def _score_one(
         counts.nonfinite.add(it, f"{bad} non-finite values")
         return
     labels = teacher.labels(sample, dev)
-    slots = _slots(sample, labels, counts.k)
+    slots = scored_slots(sample, labels, counts.k)
     if slots.numel():
         correct = score_sequence(model, sample.aux_hidden, sample.input_ids, slots, labels, counts.k)
         n, hits, prefix = hit_counts(correct)
@@ -340,13 +340,13 @@ def _score_one(
         keys = [str(x) for x in keyset]
         for key in dict.fromkeys(keys):
             sel = torch.tensor([kk == key for kk in keys])
-            _add_group(
-                target_groups.setdefault(key, _zero(counts.k)),
+            add_group(
+                target_groups.setdefault(key, zero_group(counts.k)),
                 int(sel.sum()),
                 [int(x) for x in stack[:, sel].sum(1).tolist()],
                 [int(x) for x in alive[:, sel].sum(1).tolist()],
             )
-    counts.along = dict(sorted(counts.along.items(), key=lambda kv: _group_key(kv[0])))
+    counts.along = dict(sorted(counts.along.items(), key=lambda kv: group_order(kv[0])))
     counts.classes = dict(sorted(counts.classes.items()))
 
 

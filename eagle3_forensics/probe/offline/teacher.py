@@ -110,7 +110,8 @@ def _rms_test(teacher: Teacher, h: torch.Tensor) -> dict[str, Any]:
     return {"median_deviation": round(dev, 6), "says": POST if dev < RMS_TOLERANCE else PRE}
 
 
-def _target_teacher(target: str | Path, device: torch.device) -> tuple[Teacher, Any]:
+def target_teacher(target: str | Path, device: torch.device) -> tuple[Teacher, Any]:
+    """The target's greedy teacher (its lm_head and final norm) and the opened target."""
     info = open_target(target)
     if info.weights is None:
         raise UnusableInputError(
@@ -147,7 +148,8 @@ def _target_teacher(target: str | Path, device: torch.device) -> tuple[Teacher, 
     return t, info
 
 
-def _decide_norm(teacher: Teacher, layout: str, first: Sample | None) -> None:
+def decide_norm(teacher: Teacher, layout: str, first: Sample | None) -> None:
+    """Decide whether the dump's last hidden state still needs the final norm (data first, layout knowledge second)."""
     said = LAYOUTS[layout].last_norm
     test = (
         _rms_test(teacher, first.last_hidden)
@@ -192,7 +194,7 @@ class GreedyLabeller:
 
     def __init__(self, target: str | Path, device: str = "cpu") -> None:
         self.device = torch.device(device)
-        self.teacher, info = _target_teacher(target, self.device)
+        self.teacher, info = target_teacher(target, self.device)
         self.hidden_size = info.hidden_size
         self.decided = False
 
@@ -202,7 +204,7 @@ class GreedyLabeller:
         if self.hidden_size is not None and sample.hidden_size != self.hidden_size:
             return None  # DATA_TARGET_MISMATCH says why; the greedy token of another width means nothing
         if not self.decided:
-            _decide_norm(self.teacher, sample.layout, sample)
+            decide_norm(self.teacher, sample.layout, sample)
             self.decided = True
         labels = self.teacher.labels(sample, self.device).numpy()
         # the target's confidence in its own token: where it is sure, data it wrote (greedy, or sampled

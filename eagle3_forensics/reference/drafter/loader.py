@@ -29,14 +29,12 @@ from eagle3_forensics.reference.drafter.model import (
 from eagle3_forensics.reference.drafter.views import (
     REFERENCE,
     VIEW_NAMES,
+    LoadPlan,
     TargetSide,
-    _engine_plan,
-    _flag,
-    _int,
-    _Plan,
-    _reference_plan,
-    _rope,
     canonical_name,
+    engine_plan,
+    reference_plan,
+    rope_settings,
     target_files,
 )
 
@@ -45,14 +43,14 @@ from eagle3_forensics.reference.drafter.views import (
 # ---------------------------------------------------------------------------------------------
 
 
-def _spec(cfg: DrafterConfig, plan: _Plan, target: TargetSide | None) -> DrafterSpec:
-    h = _int(cfg, "hidden_size")
-    nh = _int(cfg, "num_attention_heads")
-    inter = _int(cfg, "intermediate_size")
+def _spec(cfg: DrafterConfig, plan: LoadPlan, target: TargetSide | None) -> DrafterSpec:
+    h = cfg.int_field("hidden_size")
+    nh = cfg.int_field("num_attention_heads")
+    inter = cfg.int_field("intermediate_size")
     if h is None or nh is None or inter is None:
         raise UnusableInputError("drafter config lacks hidden_size, num_attention_heads or intermediate_size")
-    nkv = _int(cfg, "num_key_value_heads") or nh
-    hd = _int(cfg, "head_dim") or h // nh
+    nkv = cfg.int_field("num_key_value_heads") or nh
+    hd = cfg.int_field("head_dim") or h // nh
     if nh % nkv:
         raise UnusableInputError(f"num_attention_heads {nh} is not a multiple of num_key_value_heads {nkv}")
     for name in ("lm_head.weight", "embed_tokens.weight"):
@@ -60,14 +58,14 @@ def _spec(cfg: DrafterConfig, plan: _Plan, target: TargetSide | None) -> Drafter
             raise UnusableInputError(f"{plan.view.engine}: the drafter has no {name} and none is borrowed")
     head = plan.tensors["lm_head.weight"]
     emb = plan.tensors["embed_tokens.weight"]
-    vocab = _int(cfg, "vocab_size") or int(emb.shape[0])
+    vocab = cfg.int_field("vocab_size") or int(emb.shape[0])
     rows = int(head.shape[0])
     if plan.draft_vocab_size is not None and plan.draft_vocab_size != rows:
         raise UnusableInputError(
             f"{plan.view.engine}: lm_head has {rows} rows but the config's draft vocabulary "
             f"is {plan.draft_vocab_size} (a loud shape error at load)"
         )
-    ht = _int(cfg, "target_hidden_size")
+    ht = cfg.int_field("target_hidden_size")
     if target is not None:
         if (ht or h) != target.hidden_size:
             raise UnusableInputError(
@@ -85,7 +83,7 @@ def _spec(cfg: DrafterConfig, plan: _Plan, target: TargetSide | None) -> Drafter
                 f"aux layer ids {plan.view.aux_ids} (HF index) do not fit a target with "
                 f"{target.num_layers} layers"
             )
-    theta, rope = _rope(cfg)
+    theta, rope = rope_settings(cfg)
     f = plan.spec_flags
     return DrafterSpec(
         hidden_size=h,
@@ -102,7 +100,7 @@ def _spec(cfg: DrafterConfig, plan: _Plan, target: TargetSide | None) -> Drafter
         rope_theta=theta,
         rope_parameters=rope,
         hidden_act=str(cfg.get("hidden_act", "silu")),
-        attention_bias=_flag(cfg, "attention_bias"),
+        attention_bias=cfg.get("attention_bias") is True,
         fc_bias=plan.fc_bias,
         qk_norm=plan.qk_norm,
         norm_before_residual=f["norm_before_residual"],
@@ -136,9 +134,9 @@ def load_drafter(
     cfg = DrafterConfig(ckpt.config)
     raw = {name: ckpt.read_tensor(name) for name in ckpt.names()}
     if engine == REFERENCE:
-        plan = _reference_plan(ckpt, cfg, raw, tside)
+        plan = reference_plan(ckpt, cfg, raw, tside)
     else:
-        plan = _engine_plan(resolve_release(engine), ckpt, cfg, raw, tside)
+        plan = engine_plan(resolve_release(engine), ckpt, cfg, raw, tside)
     spec = _spec(cfg, plan, tside)
     model = Eagle3Drafter(spec, plan.view.aux_ids)
     fresh_init(model, seed)

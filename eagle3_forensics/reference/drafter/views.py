@@ -195,7 +195,8 @@ def _flag(cfg: DrafterConfig, key: str) -> bool:
     return cfg.get(key) is True
 
 
-def _rope(cfg: DrafterConfig) -> tuple[float, dict[str, Any] | None]:
+def rope_settings(cfg: DrafterConfig) -> tuple[float, dict[str, Any] | None]:
+    """``(rope_theta, scaling parameters or None)`` from either config spelling (``rope_parameters``, ``rope_scaling``)."""
     theta = cfg.get("rope_theta")
     params: dict[str, Any] | None = None
     rp = cfg.get("rope_parameters")
@@ -214,7 +215,7 @@ def _rope(cfg: DrafterConfig) -> tuple[float, dict[str, Any] | None]:
 
 
 @dataclass
-class _Plan:
+class LoadPlan:
     """Where each canonical tensor comes from, under one view."""
 
     view: DrafterView
@@ -228,9 +229,10 @@ class _Plan:
     fc_bias: bool = False  # the view builds fc.bias
 
 
-def _reference_plan(
+def reference_plan(
     ckpt: Checkpoint, cfg: DrafterConfig, raw: dict[str, torch.Tensor], target: TargetSide | None
-) -> _Plan:
+) -> LoadPlan:
+    """The plan under the writer's own view: the trained aux layers, the checkpoint's tensors as saved."""
     ctx = Context(ckpt)
     family = ctx.fmt.family
     ids, level = trained_ids(ctx)
@@ -310,16 +312,17 @@ def _reference_plan(
     layers = _int(cfg, "num_hidden_layers") or 1
     qk = cfg.get("model_type") == "qwen3" or any(n.endswith("self_attn.q_norm.weight") for n in tensors)
     fc_bias = _flag(cfg, "bias") or "fc.bias" in tensors
-    return _Plan(view, flags, layers, len(ids), _int(cfg, "draft_vocab_size"), tensors, zeros, qk, fc_bias)
+    return LoadPlan(view, flags, layers, len(ids), _int(cfg, "draft_vocab_size"), tensors, zeros, qk, fc_bias)
 
 
-def _engine_plan(
+def engine_plan(
     rules: EngineRules,
     ckpt: Checkpoint,
     cfg: DrafterConfig,
     raw: dict[str, torch.Tensor],
     target: TargetSide | None,
-) -> _Plan:
+) -> LoadPlan:
+    """The plan under one engine release's view: what its loader keeps, drops, defaults and captures."""
     release = rules
     rules = rules_for(release, cfg)
     report: LoadReport = simulate_load(release, ckpt, cfg)
@@ -447,4 +450,4 @@ def _engine_plan(
         tensors["d2t"] = d2t - torch.arange(d2t.shape[0], dtype=torch.int64)
     qk = any(".q_norm." in p for p in params)
     fc_bias = any(p.endswith("fc.bias") for p in params)
-    return _Plan(view, flags, layers, n_aux, v_cfg, tensors, zeros, qk, fc_bias)
+    return LoadPlan(view, flags, layers, n_aux, v_cfg, tensors, zeros, qk, fc_bias)

@@ -13,7 +13,7 @@ from eagle3_forensics.engines.rules import ConfigStyle
 from eagle3_forensics.engines.simulate import engine_flag, rules_for
 from eagle3_forensics.io.config import AUX_FIELD, EAGLE, LAYER, NORM_FLAGS, TOP, DrafterConfig
 from eagle3_forensics.repair.plan.base import _PlannerBase
-from eagle3_forensics.repair.policy import _SERVE_VLLM, CONFIG, POLICY, PRECONDITION
+from eagle3_forensics.repair.policy import POLICY, PRECONDITION, SERVE_VLLM, StepKind
 
 
 def _rope_both(d: dict[str, Any]) -> tuple[list[str], str | None]:
@@ -73,7 +73,7 @@ class _ConfigPlanner(_PlannerBase):
             if self.cfg.style == "flat" and allowed and not any(a in allowed for a in self.cfg.architectures):
                 out["architectures"] = [allowed[0]]
                 self.step(
-                    CONFIG,
+                    StepKind.CONFIG,
                     f"architectures = {[allowed[0]]} (the model class {self.display} builds; "
                     f"was {self.cfg.architectures or 'absent'})",
                     fixes=("CONFIG_UNREADABLE_BY_ENGINE",),
@@ -97,7 +97,7 @@ class _ConfigPlanner(_PlannerBase):
                 ],
             )
         for text in changes:
-            self.step(CONFIG, text, fixes=("ROPE_MISMATCH",), keys=["rope"])
+            self.step(StepKind.CONFIG, text, fixes=("ROPE_MISMATCH",), keys=["rope"])
         self._aux_enabled(out)
         self._aux(out)
         self._norms(out)
@@ -116,7 +116,7 @@ class _ConfigPlanner(_PlannerBase):
             if isinstance(holder, dict) and holder.get("use_aux_hidden_state") is False:
                 del holder["use_aux_hidden_state"]
                 self.step(
-                    CONFIG,
+                    StepKind.CONFIG,
                     f"removed {holder_name}.use_aux_hidden_state = false: fc.weight {list(fc)} was trained over "
                     f"{fc[1] // ht} aux states, which {self.display} captures only when it is true (the default)",
                     fixes=("AUX_HIDDEN_STATE_DISABLED", "FC_WIDTH_MISMATCH"),
@@ -182,7 +182,7 @@ class _ConfigPlanner(_PlannerBase):
         # (config.py in every release): the residual before hidden_norm, which is what a flat config means.
         dropped_flags = [f"{k}={str(v).lower()}" for k, v in flags.items() if v is False]
         self.step(
-            CONFIG,
+            StepKind.CONFIG,
             f"speculators config → flat {arch} config: transformer_layer_config fields moved to "
             f"the top level, kept {', '.join(carried) or 'no other fields'}; speculators_* fields and "
             f"embed_requires_grad dropped"
@@ -207,7 +207,7 @@ class _ConfigPlanner(_PlannerBase):
         if want is not None and current != want:
             out["draft_vocab_size"] = want
             self.step(
-                CONFIG,
+                StepKind.CONFIG,
                 f"draft_vocab_size = {want} ({source}; was {current})",
                 fixes=("DRAFT_VOCAB_SIZE_MISSING", "VOCAB_SIZE_INCONSISTENT"),
                 keys=["draft_vocab_size"],
@@ -229,7 +229,7 @@ class _ConfigPlanner(_PlannerBase):
             changed = True
         if changed:
             self.step(
-                CONFIG,
+                StepKind.CONFIG,
                 "tie_word_embeddings = false (the drafter has its own lm_head)",
                 fixes=("TIED_EMBEDDINGS_ON_REDUCED_VOCAB",),
                 keys=["tie_word_embeddings"],
@@ -254,7 +254,7 @@ class _ConfigPlanner(_PlannerBase):
                 PRECONDITION,
                 f"the trained aux layers (HF {hf}) cannot be written so that {self.display} captures them "
                 f"on this target ({rule.describe()})",
-                [_SERVE_VLLM],
+                [SERVE_VLLM],
             )
             return
         assumed = " (no --target: the target class's rule assumed)" if reading.rule_assumed else ""
@@ -264,7 +264,7 @@ class _ConfigPlanner(_PlannerBase):
                 holder[AUX_FIELD] = stored
                 where = AUX_FIELD if lvl == TOP else f"eagle_config.{AUX_FIELD}"
                 self.step(
-                    CONFIG,
+                    StepKind.CONFIG,
                     f"{where} = {stored} ({self.display}: {rule.describe()}{assumed}: HF layers {hf}, as "
                     f"trained; from {src_field})",
                     fixes=fixes,
@@ -292,7 +292,7 @@ class _ConfigPlanner(_PlannerBase):
             del out[EAGLE]
         if removed:
             self.step(
-                CONFIG,
+                StepKind.CONFIG,
                 f"removed {', '.join(removed)}: {self.display} does not read it everywhere; the ids now live "
                 f"only where it reads them, in its convention (another reader would shift them)",
                 fixes=fixes,
@@ -317,7 +317,7 @@ class _ConfigPlanner(_PlannerBase):
                     if isinstance(holder, dict):
                         holder.pop("norm_output", None)
                 self.step(
-                    CONFIG,
+                    StepKind.CONFIG,
                     "removed norm_output: in a flat (SpecForge) config it means 'norm before "
                     f"lm_head', which {self.display} would read as post-norm recurrence",
                     fixes=fixes,
@@ -333,7 +333,7 @@ class _ConfigPlanner(_PlannerBase):
                 holder[flag] = value
                 where = flag if holder is out else f"eagle_config.{flag}"
                 self.step(
-                    CONFIG,
+                    StepKind.CONFIG,
                     f"{where} = {str(value).lower()} (the trained value, where {self.display} reads it)",
                     fixes=fixes,
                     keys=[flag],

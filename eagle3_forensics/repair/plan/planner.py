@@ -33,7 +33,7 @@ from eagle3_forensics.repair.plan.config import _ConfigPlanner
 from eagle3_forensics.repair.plan.result import RECORD_FILE, Refusal, RepairArgumentError, RepairPlan, Step
 from eagle3_forensics.repair.plan.tensors import _TensorPlanner
 from eagle3_forensics.repair.plan.vocab import _VocabPlanner
-from eagle3_forensics.repair.policy import FORMAT, POLICY, REPAIRABLE_ENGINES, UNUSABLE
+from eagle3_forensics.repair.policy import POLICY, REPAIRABLE_ENGINES, Action, StepKind
 
 _COPYABLE_SUFFIXES = (".json", ".md", ".txt", ".model", ".jinja", ".tiktoken", ".py")
 _NEVER_COPY = (CONFIG_FILE, RECORD_FILE)
@@ -121,7 +121,7 @@ def repair_plan(
     errors = plan.source_errors()
     for f in errors:
         pol = POLICY[f.code]
-        if pol.action == UNUSABLE:
+        if pol.action == Action.UNUSABLE:
             plan.unusable = f.message
             return plan
         if pol.refuses(f):
@@ -164,7 +164,7 @@ def _plan_files(plan: RepairPlan, ckpt: Checkpoint) -> None:
     if not single:
         plan.steps.append(
             Step(
-                FORMAT,
+                StepKind.FORMAT,
                 f"weights written as one {SAFETENSORS_FILE} (source: {ckpt.weight_format}: "
                 f"{', '.join(sorted(shards))})",
                 sorted(shards),

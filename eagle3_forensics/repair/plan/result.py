@@ -17,7 +17,7 @@ from eagle3_forensics.errors import BadArgumentsError
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.checkpoint import SAFETENSORS_FILE, Checkpoint, TensorInfo, st_dtype
 from eagle3_forensics.io.target import TargetInfo
-from eagle3_forensics.repair.policy import DROP, FORMAT, RENAME, SHIP, STRIP, VOCAB
+from eagle3_forensics.repair.policy import StepKind
 
 RECORD_FILE = "repair.json"
 
@@ -118,7 +118,18 @@ class RepairPlan:
 
     @property
     def tensors_changed(self) -> bool:
-        return any(s.kind in (RENAME, DROP, STRIP, SHIP, VOCAB, FORMAT) for s in self.steps)
+        return any(
+            s.kind
+            in (
+                StepKind.RENAME,
+                StepKind.DROP,
+                StepKind.STRIP,
+                StepKind.SHIP,
+                StepKind.VOCAB,
+                StepKind.FORMAT,
+            )
+            for s in self.steps
+        )
 
     @property
     def config_changed(self) -> bool:

@@ -22,7 +22,7 @@ from eagle3_forensics.io.config import DrafterConfig
 from eagle3_forensics.io.layout import is_drafter_weight
 from eagle3_forensics.repair.plan.base import _PlannerBase
 from eagle3_forensics.repair.plan.result import _info, _Planned
-from eagle3_forensics.repair.policy import DROP, POLICY, PRECONDITION, RENAME, SHIP, STRIP
+from eagle3_forensics.repair.policy import POLICY, PRECONDITION, StepKind
 
 # -- tensor names ----------------------------------------------------------------------------------
 
@@ -112,7 +112,7 @@ class _TensorPlanner(_PlannerBase):
                 )
                 if harmless:
                     self.step(
-                        DROP,
+                        StepKind.DROP,
                         f"{key} removed: not a drafter weight; {self.display} {verb}",
                         [key],
                         fixes=("KEYS_DROPPED_BY_ENGINE", "KEYS_REJECTED_BY_ENGINE"),
@@ -152,7 +152,7 @@ class _TensorPlanner(_PlannerBase):
                 )
         if renames:
             self.step(
-                RENAME,
+                StepKind.RENAME,
                 _rename_summary(renames) + f": the names {self.display} looks up; bytes unchanged",
                 sorted(renames),
                 fixes=("KEYS_DROPPED_BY_ENGINE", "KEYS_REJECTED_BY_ENGINE", "PARAMS_UNFILLED"),
@@ -188,7 +188,7 @@ class _TensorPlanner(_PlannerBase):
             else ""
         )
         self.step(
-            STRIP,
+            StepKind.STRIP,
             f"{key} removed: {self.display} overwrites {param} with the target's, so the stored copy "
             "is never used" + (f" ({why})" if why else ""),
             [key],
@@ -245,7 +245,7 @@ class _TensorPlanner(_PlannerBase):
             emb = emb.to(torch_dtype).contiguous()
             self.planned[name] = _Planned(name, _info(name, emb), None, emb)
             self.step(
-                SHIP,
+                StepKind.SHIP,
                 f"{name} added from the target's {tname} ({self.display} keeps the checkpoint's "
                 "embedding because target_hidden_size differs from hidden_size)",
                 [name],

@@ -14,7 +14,7 @@ import torch
 from eagle3_forensics.errors import ForensicsError, UnusableInputError
 from eagle3_forensics.io.config import DrafterConfig
 from eagle3_forensics.repair.plan.base import _PlannerBase
-from eagle3_forensics.repair.policy import POLICY, VOCAB
+from eagle3_forensics.repair.policy import POLICY, StepKind
 from eagle3_forensics.vocab.inputs.tokens import load_token_ids
 from eagle3_forensics.vocab.mapping.build import build_vocab_mapping
 from eagle3_forensics.vocab.mapping.classify import check_t2d, classify_mapping
@@ -173,7 +173,7 @@ class _VocabPlanner(_PlannerBase):
             self.new_tensors[name] = new_t2d.to(torch.bool).contiguous()
             touched.append(name)
         self.step(
-            VOCAB,
+            StepKind.VOCAB,
             how + f"; verified: nonzero(t2d) == d2t + arange({v})" if final_t2d is not None else how,
             tensors=touched,
             fixes=fixes,

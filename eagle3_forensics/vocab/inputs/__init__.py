@@ -16,7 +16,6 @@ _EXPORTS = {
     "TOKENIZER_FILE": "chat",
     "load_tokenizer": "chat",
     "read_tokenizer_config": "chat",
-    "_token_text": "chat",
     "read_chat_template": "chat",
     "render_chat": "chat",
     "build_vocab_mapping_from_data": "corpus",

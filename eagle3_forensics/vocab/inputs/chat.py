@@ -9,15 +9,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.errors import UnusableInputError, error_line
 
 TOKENIZER_FILE = "tokenizer.json"
-
-
-def _one_line(exc: BaseException) -> str:
-    # not vocab.inputs.tokens' twin: that module imports torch, and diagnose --target reads the
-    # target's tokenizer and template through this one (the core install has no torch)
-    return " ".join((str(exc) or type(exc).__name__).split())[:200]
 
 
 def load_tokenizer(tokenizer_dir: str | Path) -> Any:
@@ -36,7 +30,7 @@ def load_tokenizer(tokenizer_dir: str | Path) -> Any:
     try:
         return Tokenizer.from_file(str(f))
     except Exception as exc:
-        raise UnusableInputError(f"unreadable tokenizer {f}: {_one_line(exc)}", path=str(f)) from None
+        raise UnusableInputError(f"unreadable tokenizer {f}: {error_line(exc)}", path=str(f)) from None
 
 
 def read_tokenizer_config(tokenizer_dir: str | Path) -> dict[str, Any]:
@@ -46,11 +40,12 @@ def read_tokenizer_config(tokenizer_dir: str | Path) -> dict[str, Any]:
     try:
         cfg = json.loads(f.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UnusableInputError(f"unreadable {f}: {_one_line(exc)}", path=str(f)) from None
+        raise UnusableInputError(f"unreadable {f}: {error_line(exc)}", path=str(f)) from None
     return cfg if isinstance(cfg, dict) else {}
 
 
-def _token_text(value: Any) -> str | None:
+def token_text(value: Any) -> str | None:
+    """A special token as tokenizer configs state it: a string or an ``AddedToken`` dict's ``content``."""
     if isinstance(value, str):
         return value
     if isinstance(value, dict) and isinstance(value.get("content"), str):
@@ -120,4 +115,4 @@ def render_chat(
             messages=messages, add_generation_prompt=add_generation_prompt, **variables
         )
     except jinja2.exceptions.TemplateError as exc:
-        raise UnusableInputError(f"the chat template failed: {_one_line(exc)}") from None
+        raise UnusableInputError(f"the chat template failed: {error_line(exc)}") from None

@@ -12,15 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.errors import UnusableInputError, error_line
 from eagle3_forensics.vocab.inputs.chat import (
-    _token_text,
     load_tokenizer,
     read_chat_template,
     read_tokenizer_config,
     render_chat,
+    token_text,
 )
-from eagle3_forensics.vocab.inputs.tokens import _one_line, build_vocab_mapping_from_file
+from eagle3_forensics.vocab.inputs.tokens import build_vocab_mapping_from_file
 from eagle3_forensics.vocab.mapping.build import VocabMapping, build_vocab_mapping
 
 
@@ -129,7 +129,7 @@ def read_jsonl(path: str | Path, max_records: int | None = None) -> list[dict[st
                     rec = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise UnusableInputError(
-                        f"{p}:{n}: not valid JSON ({_one_line(exc)})", path=str(p)
+                        f"{p}:{n}: not valid JSON ({error_line(exc)})", path=str(p)
                     ) from None
                 if not isinstance(rec, dict):
                     raise UnusableInputError(f"{p}:{n}: expected a JSON object per line", path=str(p))
@@ -137,7 +137,7 @@ def read_jsonl(path: str | Path, max_records: int | None = None) -> list[dict[st
                 if max_records is not None and len(out) >= max_records:
                     break
     except UnicodeDecodeError as exc:
-        raise UnusableInputError(f"{p} is not UTF-8 text: {_one_line(exc)}", path=str(p)) from None
+        raise UnusableInputError(f"{p} is not UTF-8 text: {error_line(exc)}", path=str(p)) from None
     if not out:
         raise UnusableInputError(f"corpus {p} holds no records (empty corpus)", path=str(p))
     return out
@@ -190,7 +190,7 @@ def tokenize_corpus(
     if template is not None and "{" not in template and Path(template).is_file():
         template = Path(template).read_text(encoding="utf-8")
     cfg = read_tokenizer_config(tokenizer_dir) if Path(tokenizer_dir).is_dir() else {}
-    special = {k: _token_text(cfg.get(k)) for k in ("bos_token", "eos_token", "unk_token", "pad_token")}
+    special = {k: token_text(cfg.get(k)) for k in ("bos_token", "eos_token", "unk_token", "pad_token")}
     texts: list[str] = []
     spans: list[list[tuple[int, int]]] = []
     plain: list[bool] = []  # add the tokenizer's special tokens (texts) or not (rendered chats)

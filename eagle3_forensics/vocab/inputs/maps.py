@@ -16,11 +16,10 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
+from eagle3_forensics.errors import BadArgumentsError, UnusableInputError, error_line
 from eagle3_forensics.io.checkpoint import open_checkpoint, safe_torch_load
 from eagle3_forensics.io.drafter import read_drafter
 from eagle3_forensics.io.target import open_target
-from eagle3_forensics.vocab.inputs.tokens import _one_line
 from eagle3_forensics.vocab.mapping.classify import VocabClassification, classify_mapping
 from eagle3_forensics.vocab.mapping.compare import selected_ids
 from eagle3_forensics.vocab.mapping.lm_head import LmHeadRowCheck, check_lm_head_rows
@@ -97,7 +96,7 @@ def _tensor_dict_from_file(p: Path) -> dict[str, Any]:
                 return out
         except Exception as exc:
             raise UnusableInputError(
-                f"unreadable safetensors file {p}: {_one_line(exc)}", path=str(p)
+                f"unreadable safetensors file {p}: {error_line(exc)}", path=str(p)
             ) from None
     if suffix in (".pt", ".pth", ".bin"):
         obj = safe_torch_load(p)
@@ -114,7 +113,7 @@ def _tensor_dict_from_file(p: Path) -> dict[str, Any]:
                     "__keys__": list(archive.files),
                 }
         except Exception as exc:
-            raise UnusableInputError(f"unreadable NumPy file {p}: {_one_line(exc)}", path=str(p)) from None
+            raise UnusableInputError(f"unreadable NumPy file {p}: {error_line(exc)}", path=str(p)) from None
     raise UnusableInputError(
         f"unsupported map file {p}: expected .safetensors, .pt or .npz (or a drafter directory)", path=str(p)
     )
@@ -124,7 +123,7 @@ def _npy_tensor(p: Path) -> torch.Tensor:
     try:
         return torch.from_numpy(np.array(np.load(str(p), allow_pickle=False)))
     except Exception as exc:
-        raise UnusableInputError(f"unreadable NumPy file {p}: {_one_line(exc)}", path=str(p)) from None
+        raise UnusableInputError(f"unreadable NumPy file {p}: {error_line(exc)}", path=str(p)) from None
 
 
 def load_mapping(

@@ -24,17 +24,13 @@ import numpy as np
 import torch
 from safetensors import safe_open
 
-from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.errors import UnusableInputError, error_line
 from eagle3_forensics.io.checkpoint import safe_torch_load
 from eagle3_forensics.vocab.mapping.build import VocabMapping, build_vocab_mapping
 
 IDS_KEY = "input_ids"
 MASK_KEY = "loss_mask"
 SUFFIXES = (".safetensors", ".pt", ".pth", ".npy", ".npz")
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join((str(exc) or type(exc).__name__).split())[:200]
 
 
 def _as_array(value: Any, what: str, path: Path) -> np.ndarray:
@@ -50,7 +46,7 @@ def _as_array(value: Any, what: str, path: Path) -> np.ndarray:
             arr = np.asarray(value)
         except ValueError as exc:  # ragged lists
             raise UnusableInputError(
-                f"{what} in {path} is not rectangular: {_one_line(exc)}", path=str(path)
+                f"{what} in {path} is not rectangular: {error_line(exc)}", path=str(path)
             ) from None
     else:
         raise UnusableInputError(
@@ -108,7 +104,7 @@ def load_token_ids(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
                     obj = dict.fromkeys(names)  # for the error message only
         except Exception as exc:
             raise UnusableInputError(
-                f"unreadable safetensors file {p}: {_one_line(exc)}", path=str(p)
+                f"unreadable safetensors file {p}: {error_line(exc)}", path=str(p)
             ) from None
         return _from_mapping(obj, p)
     if suffix in (".pt", ".pth"):
@@ -124,14 +120,14 @@ def load_token_ids(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
         try:
             loaded_np = np.load(str(p), allow_pickle=False, mmap_mode="r")  # .npy stays on disk until read
         except Exception as exc:
-            raise UnusableInputError(f"unreadable NumPy file {p}: {_one_line(exc)}", path=str(p)) from None
+            raise UnusableInputError(f"unreadable NumPy file {p}: {error_line(exc)}", path=str(p)) from None
         if isinstance(loaded_np, np.ndarray):
             return _check(_as_array(loaded_np, IDS_KEY, p), None, p)
         try:  # an .npz reads its members only now: a damaged archive fails here
             with loaded_np as archive:
                 members = {k: archive[k] for k in archive.files}
         except Exception as exc:
-            raise UnusableInputError(f"unreadable NumPy file {p}: {_one_line(exc)}", path=str(p)) from None
+            raise UnusableInputError(f"unreadable NumPy file {p}: {error_line(exc)}", path=str(p)) from None
         return _from_mapping(members, p)
     raise UnusableInputError(
         f"unsupported token-id file {p}: expected one of {', '.join(SUFFIXES)}", path=str(p)
@@ -190,7 +186,7 @@ def _safetensors_memmap(p: Path, name: str, *, required: bool = True) -> np.ndar
     except UnusableInputError:
         raise
     except Exception as exc:
-        raise UnusableInputError(f"unreadable safetensors file {p}: {_one_line(exc)}", path=str(p)) from None
+        raise UnusableInputError(f"unreadable safetensors file {p}: {error_line(exc)}", path=str(p)) from None
 
 
 def _open_streams(p: Path) -> tuple[Any, Any | None, tuple[int, ...], str]:
@@ -200,7 +196,7 @@ def _open_streams(p: Path) -> tuple[Any, Any | None, tuple[int, ...], str]:
         try:
             arr = np.load(str(p), allow_pickle=False, mmap_mode="r")
         except Exception as exc:
-            raise UnusableInputError(f"unreadable NumPy file {p}: {_one_line(exc)}", path=str(p)) from None
+            raise UnusableInputError(f"unreadable NumPy file {p}: {error_line(exc)}", path=str(p)) from None
         return arr, None, tuple(arr.shape), str(arr.dtype)
     if suffix == ".safetensors":
         ids_mm = _safetensors_memmap(p, IDS_KEY)

@@ -14,7 +14,7 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
-from eagle3_forensics.vocab.mapping.classify import _torch
+from eagle3_forensics.vocab.mapping.classify import import_torch
 from eagle3_forensics.vocab.mapping.compare import mapping_fingerprint
 from eagle3_forensics.vocab.mapping.counts import BLOCK_TOKENS, TIE_BREAKS, TokenCounts, count_token_ids
 
@@ -133,7 +133,7 @@ def select_draft_vocab(
     t2d = np.zeros(big_v, dtype=bool)
     t2d[sel] = True
     d2t = sel - np.arange(draft_vocab_size, dtype=np.int64)
-    torch = _torch()
+    torch = import_torch()
     return VocabMapping(torch.from_numpy(d2t), torch.from_numpy(t2d), c, int(padded), tie_break, tc.tokens)
 
 

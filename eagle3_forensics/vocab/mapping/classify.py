@@ -43,7 +43,7 @@ KINDS: dict[str, str] = {
 CONSISTENT_KINDS = frozenset({"consistent_offsets", "unverified_offsets", "full_vocab"})
 
 
-def _torch() -> ModuleType:
+def import_torch() -> ModuleType:
     """torch, imported on first use: classification is numpy-only, so ``diagnose`` never loads torch;
     the functions that return tensors (conversions, built maps, the lm_head check) import it."""
     import torch  # heavy: torch (only the tensor-returning functions ask)
@@ -51,27 +51,28 @@ def _torch() -> ModuleType:
     return torch
 
 
-def _is_tensor(x: Any) -> bool:
+def is_tensor(x: Any) -> bool:
     """``x`` is a torch tensor (without importing torch: if it is not loaded, ``x`` cannot be one)."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(x, torch.Tensor)
 
 
-def _np(x: Any) -> np.ndarray:
-    if _is_tensor(x):
-        torch, x = _torch(), x.detach().cpu()
+def as_numpy(x: Any) -> np.ndarray:
+    """``x`` as a numpy array (a tensor is moved to the CPU; float types numpy lacks become float32)."""
+    if is_tensor(x):
+        torch, x = import_torch(), x.detach().cpu()
         if x.dtype.is_floating_point and x.dtype not in (torch.float16, torch.float32, torch.float64):
             x = x.float()  # bfloat16 / float8 maps: NumPy has no such dtype; the checks call them invalid
         return np.asarray(x.numpy())
     return np.asarray(x)
 
 
-def _t2d_size(t2d: Any | None) -> int | None:
+def t2d_size(t2d: Any | None) -> int | None:
     """The target vocabulary size a ``t2d`` states: its length when it is 1-D (else it states none;
     ``check_t2d`` reports its shape)."""
     if t2d is None:
         return None
-    arr = _np(t2d)
+    arr = as_numpy(t2d)
     return int(arr.shape[0]) if arr.ndim == 1 else None
 
 
@@ -130,7 +131,7 @@ class VocabClassification:
 
 def check_t2d(t2d: Any, target_vocab_size: int | None, draft_vocab_size: int | None) -> list[str]:
     """Problems that make ``t2d`` unusable as the reference selection (empty list: usable)."""
-    arr = _np(t2d)
+    arr = as_numpy(t2d)
     problems = []
     if arr.ndim != 1:
         problems.append(f"t2d has shape {list(arr.shape)}, expected 1-D")
@@ -165,8 +166,12 @@ def classify_mapping(
     draft_vocab_size: int | None = None,
 ) -> VocabClassification:
     """Classify a vocabulary map from first principles (see the module docstring)."""
-    big_v = target_vocab_size if target_vocab_size is not None else _t2d_size(t2d)
-    v = draft_vocab_size if draft_vocab_size is not None else (None if d2t is None else int(_np(d2t).size))
+    big_v = target_vocab_size if target_vocab_size is not None else t2d_size(t2d)
+    v = (
+        draft_vocab_size
+        if draft_vocab_size is not None
+        else (None if d2t is None else int(as_numpy(d2t).size))
+    )
     res = VocabClassification("unverified_offsets", big_v, v)
     if t2d is not None:
         res.t2d_problems = check_t2d(t2d, big_v, v)
@@ -175,7 +180,7 @@ def classify_mapping(
         res.kind = "full_vocab" if (v is not None and big_v is not None and v >= big_v) else "missing"
         return res
 
-    arr = _np(d2t)
+    arr = as_numpy(d2t)
     if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer) or arr.size == 0:
         res.kind = "invalid_d2t"
         res.d2t_problems.append(
@@ -197,7 +202,7 @@ def classify_mapping(
     t2d_usable = t2d is not None and not any(
         p.startswith("t2d has shape") or "values other than" in p for p in res.t2d_problems
     )
-    sel = np.flatnonzero(_np(t2d).astype(bool)).astype(np.int64) if t2d_usable else None
+    sel = np.flatnonzero(as_numpy(t2d).astype(bool)).astype(np.int64) if t2d_usable else None
     if sel is not None and sel.shape[0] != n:
         # A selection of the wrong size cannot be compared index by index. d2t already matches the
         # draft vocabulary size here, so t2d is the odd one out (check_t2d reports it): judge d2t alone.
@@ -284,7 +289,8 @@ def _classify_alone(
     return res
 
 
-def _usable_t2d(t2d: Any, draft_vocab_size: int | None) -> bool:
+def usable_t2d(t2d: Any, draft_vocab_size: int | None) -> bool:
+    """``t2d`` is a boolean mask the siblings may select from (``check_t2d`` finds nothing but its dtype)."""
     if t2d is None:
         return False
     problems = check_t2d(t2d, None, draft_vocab_size)

@@ -13,7 +13,7 @@ import numpy as np
 if TYPE_CHECKING:
     pass
 from eagle3_forensics.errors import UnusableInputError
-from eagle3_forensics.vocab.mapping.classify import _np, _t2d_size, _usable_t2d, classify_mapping
+from eagle3_forensics.vocab.mapping.classify import as_numpy, classify_mapping, t2d_size, usable_t2d
 
 # -- which ids a map selects, fingerprints and comparison ------------------------------------------
 
@@ -33,15 +33,19 @@ def selected_ids(
     against); otherwise ``d2t`` decoded per its classification (absolute ids, offsets applied
     twice, or offsets). Raises ``UnusableInputError`` when neither tells.
     """
-    v = draft_vocab_size if draft_vocab_size is not None else (None if d2t is None else int(_np(d2t).size))
-    if _usable_t2d(t2d, v):
-        return np.flatnonzero(_np(t2d).astype(bool)).astype(np.int64), "t2d"
+    v = (
+        draft_vocab_size
+        if draft_vocab_size is not None
+        else (None if d2t is None else int(as_numpy(d2t).size))
+    )
+    if usable_t2d(t2d, v):
+        return np.flatnonzero(as_numpy(t2d).astype(bool)).astype(np.int64), "t2d"
     res = classify_mapping(d2t, t2d, target_vocab_size, draft_vocab_size)
     if res.kind == "full_vocab" and res.target_vocab_size is not None:
         return np.arange(res.target_vocab_size, dtype=np.int64), "full vocabulary"
     if d2t is None or res.kind in ("missing", "invalid_d2t", "inconsistent_sizes", "identity_default"):
         raise UnusableInputError(f"cannot tell which target ids this map selects: {res.meaning}")
-    d = _np(d2t).astype(np.int64).reshape(-1)
+    d = as_numpy(d2t).astype(np.int64).reshape(-1)
     k = _DECODE.get(res.kind, 1)
     sel = d + k * np.arange(d.shape[0], dtype=np.int64)
     how = {0: "d2t decoded as absolute ids", 2: "d2t decoded as double offsets"}.get(
@@ -56,7 +60,7 @@ def mapping_fingerprint(target_vocab_size: int, selected: Any) -> str:
     Recipe (reproducible anywhere): ``sha256(f"eagle3-vocab-map/v1 V={V} v={v}\\n".encode() +
     sorted_ids.astype("<i8").tobytes())``, written ``"sha256:<hex>"``.
     """
-    sel = np.sort(_np(selected).astype("<i8").reshape(-1))
+    sel = np.sort(as_numpy(selected).astype("<i8").reshape(-1))
     h = hashlib.sha256(f"eagle3-vocab-map/v1 V={int(target_vocab_size)} v={sel.shape[0]}\n".encode())
     h.update(sel.tobytes())
     return "sha256:" + h.hexdigest()
@@ -149,8 +153,8 @@ class MappingComparison:
 def _map_parts(m: Any) -> tuple[Any, Any, int | None, int | None, str]:
     if isinstance(m, tuple):
         d2t, t2d = m
-        big_v = _t2d_size(t2d)
-        return d2t, t2d, big_v, None if d2t is None else int(_np(d2t).size), "map"
+        big_v = t2d_size(t2d)
+        return d2t, t2d, big_v, None if d2t is None else int(as_numpy(d2t).size), "map"
     big_v = getattr(m, "target_vocab_size", None)
     v = getattr(m, "draft_vocab_size", None)
     return m.d2t, m.t2d, big_v, v, str(getattr(m, "label", type(m).__name__))
@@ -166,12 +170,12 @@ def compare_mappings(a: Any, b: Any, labels: tuple[str, str] | None = None) -> M
         sels.append(sel)
         sources.append(src)
         kinds.append(classify_mapping(d2t, t2d, big_v, v).kind)
-        sizes.append(big_v if big_v is not None else _t2d_size(t2d))
+        sizes.append(big_v if big_v is not None else t2d_size(t2d))
     common = np.intersect1d(sels[0], sels[1], assume_unique=True)
     d2t_equal = None
     read_differ = None
     if parts[0][0] is not None and parts[1][0] is not None:
-        da, db = _np(parts[0][0]).astype(np.int64), _np(parts[1][0]).astype(np.int64)
+        da, db = as_numpy(parts[0][0]).astype(np.int64), as_numpy(parts[1][0]).astype(np.int64)
         d2t_equal = bool(da.shape == db.shape and np.array_equal(da, db))
         if da.shape == db.shape and da.ndim == 1:
             # the engines' reading is i + d2t[i] for both maps, so the difference of the stored tensors

@@ -15,10 +15,10 @@ if TYPE_CHECKING:
 from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.vocab.mapping.classify import (
     CONSISTENT_KINDS,
-    _np,
-    _torch,
-    _usable_t2d,
+    as_numpy,
     classify_mapping,
+    import_torch,
+    usable_t2d,
 )
 
 # -- reconstruction and conversion ---------------------------------------------------------------
@@ -26,29 +26,29 @@ from eagle3_forensics.vocab.mapping.classify import (
 
 def d2t_from_t2d(t2d: Any) -> torch.Tensor:
     """Offsets ``d2t`` implied by a ``t2d`` mask (the trainers' ascending order)."""
-    sel = np.flatnonzero(_np(t2d).astype(bool)).astype(np.int64)
-    return _torch().from_numpy(sel - np.arange(sel.shape[0], dtype=np.int64))
+    sel = np.flatnonzero(as_numpy(t2d).astype(bool)).astype(np.int64)
+    return import_torch().from_numpy(sel - np.arange(sel.shape[0], dtype=np.int64))
 
 
 def t2d_from_d2t(d2t: Any, target_vocab_size: int) -> torch.Tensor:
     """The ``t2d`` mask selected by an offsets ``d2t``."""
-    d = _np(d2t).astype(np.int64)
+    d = as_numpy(d2t).astype(np.int64)
     targets = d + np.arange(d.shape[0], dtype=np.int64)
     if targets.size and (targets.min() < 0 or targets.max() >= target_vocab_size):
         raise UnusableInputError("d2t maps outside the target vocabulary; it is not an offsets encoding")
     mask = np.zeros(target_vocab_size, dtype=bool)
     mask[targets] = True
-    return _torch().from_numpy(mask)
+    return import_torch().from_numpy(mask)
 
 
 def absolute_to_offsets(d2t_absolute: Any) -> torch.Tensor:
-    d = _np(d2t_absolute).astype(np.int64)
-    return _torch().from_numpy(d - np.arange(d.shape[0], dtype=np.int64))
+    d = as_numpy(d2t_absolute).astype(np.int64)
+    return import_torch().from_numpy(d - np.arange(d.shape[0], dtype=np.int64))
 
 
 def offsets_to_absolute(d2t_offsets: Any) -> torch.Tensor:
-    d = _np(d2t_offsets).astype(np.int64)
-    return _torch().from_numpy(d + np.arange(d.shape[0], dtype=np.int64))
+    d = as_numpy(d2t_offsets).astype(np.int64)
+    return import_torch().from_numpy(d + np.arange(d.shape[0], dtype=np.int64))
 
 
 def undo_double_offset(d2t_double: Any) -> torch.Tensor:
@@ -97,7 +97,7 @@ def suggest_d2t_fix(
     rebuild from ``t2d``; each result is re-classified (``verified_kind``) before it is offered."""
     res = classify_mapping(d2t, t2d, target_vocab_size, draft_vocab_size)
     if res.consistent:
-        keep = None if d2t is None else _torch().from_numpy(_np(d2t).astype(np.int64))
+        keep = None if d2t is None else import_torch().from_numpy(as_numpy(d2t).astype(np.int64))
         return D2TFix(
             res.kind,
             "nothing to fix: nonzero(t2d) == d2t + arange(v) holds"
@@ -108,7 +108,7 @@ def suggest_d2t_fix(
             res.kind,
         )
     v = res.draft_vocab_size
-    t2d_ok = _usable_t2d(t2d, v) and (v is None or int(_np(t2d).astype(bool).sum()) == v)
+    t2d_ok = usable_t2d(t2d, v) and (v is None or int(as_numpy(t2d).astype(bool).sum()) == v)
     fixed: torch.Tensor | None = None
     if res.kind == "absolute" and d2t is not None:
         fixed, fn, action = (

@@ -15,7 +15,7 @@ import numpy as np
 if TYPE_CHECKING:
     pass
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
-from eagle3_forensics.vocab.mapping.classify import _is_tensor
+from eagle3_forensics.vocab.mapping.classify import is_tensor
 
 # -- counting token ids ----------------------------------------------------------------------------
 #
@@ -81,7 +81,7 @@ class TokenCounts:
 
 
 def _as_array(x: Any, what: str) -> np.ndarray:
-    if _is_tensor(x):
+    if is_tensor(x):
         x = x.detach().cpu()
         if str(x.dtype) == "torch.bfloat16":
             x = x.float()
@@ -93,7 +93,7 @@ def _as_array(x: Any, what: str) -> np.ndarray:
 
 
 def _is_array_like(x: Any) -> bool:
-    return isinstance(x, np.ndarray) or _is_tensor(x)
+    return isinstance(x, np.ndarray) or is_tensor(x)
 
 
 def _is_pair(x: Any) -> bool:

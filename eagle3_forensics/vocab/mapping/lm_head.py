@@ -12,7 +12,7 @@ import numpy as np
 if TYPE_CHECKING:
     pass
 from eagle3_forensics.errors import UnusableInputError
-from eagle3_forensics.vocab.mapping.classify import _np, _torch, _usable_t2d
+from eagle3_forensics.vocab.mapping.classify import as_numpy, import_torch, usable_t2d
 
 # -- lm_head rows: a frozen head pins the map down -------------------------------------------------
 
@@ -52,7 +52,7 @@ def check_lm_head_rows(
     t2d: Any | None = None,
 ) -> LmHeadRowCheck:
     """Compare draft head rows with the target head rows each candidate map points at."""
-    torch = _torch()
+    torch = import_torch()
     dh = (
         draft_lm_head
         if isinstance(draft_lm_head, torch.Tensor)
@@ -70,11 +70,11 @@ def check_lm_head_rows(
     v, big_v = int(dh.shape[0]), int(th.shape[0])
     ar = np.arange(v, dtype=np.int64)
     cands: dict[str, np.ndarray] = {}
-    if d2t is not None and _np(d2t).size == v:
-        d = _np(d2t).astype(np.int64).reshape(-1)
+    if d2t is not None and as_numpy(d2t).size == v:
+        d = as_numpy(d2t).astype(np.int64).reshape(-1)
         cands.update({"offsets": d + ar, "absolute": d, "double_offset": d + 2 * ar})
-    if t2d is not None and _usable_t2d(t2d, v) and int(_np(t2d).astype(bool).sum()) == v:
-        cands["t2d"] = np.flatnonzero(_np(t2d).astype(bool))
+    if t2d is not None and usable_t2d(t2d, v) and int(as_numpy(t2d).astype(bool).sum()) == v:
+        cands["t2d"] = np.flatnonzero(as_numpy(t2d).astype(bool))
     cands["identity"] = ar.copy()
     dn = torch.nn.functional.normalize(dh.float(), dim=1)
     hyps: dict[str, dict[str, Any]] = {}
