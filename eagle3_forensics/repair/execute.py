@@ -46,7 +46,7 @@ from eagle3_forensics.engines import resolve_release
 from eagle3_forensics.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNUSABLE, UnusableInputError
 from eagle3_forensics.findings import Severity
 from eagle3_forensics.io.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, Checkpoint
-from eagle3_forensics.repair.plan.planner import _check_engine, _check_trust, repair_plan
+from eagle3_forensics.repair.plan.planner import check_engine, check_trust, repair_plan
 from eagle3_forensics.repair.plan.result import RECORD_FILE, RepairArgumentError, RepairPlan
 from eagle3_forensics.repair.policy import REPAIRABLE_ENGINES
 
@@ -534,8 +534,8 @@ def repair(
     an engine other than sglang/vllm, ``out`` equal to / inside / containing ``src``, an existing ``out``
     without ``force``, or ``trust`` together with ``rebuild_vocab_from``.
     """
-    _check_engine(engine)
-    _check_trust(trust, rebuild_vocab_from)
+    check_engine(engine)
+    check_trust(trust, rebuild_vocab_from)
     _resolve_dirs(src, out)
     o = Path(out)
     if (o.exists() or o.is_symlink()) and not force:

@@ -5,8 +5,9 @@ One concern per module (every name importable from here, resolved lazily):
 * :mod:`.planner` — :func:`repair_plan`: diagnose, refuse what no conversion fixes, plan, check the
   planned drafter in memory with every diagnose check;
 * :mod:`.result` — :class:`RepairPlan`, :class:`Step`, :class:`Refusal` and the in-memory planned drafter;
-* :mod:`.base`, :mod:`.config`, :mod:`.vocab`, :mod:`.tensors` — the planner: its shared state, then
-  one class per concern (the config, the vocabulary map, the tensors).
+* :mod:`.state` — :class:`PlanState`, the plan being built, and the step/refusal recorders;
+* :mod:`.config`, :mod:`.vocab`, :mod:`.tensors` — one function per concern over a ``PlanState``
+  (the config, the vocabulary map, the tensors), called in order by :func:`repair_plan`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from __future__ import annotations
 from eagle3_forensics._lazy import lazy_exports
 
 _EXPORTS = {
-    "_check_engine": "planner",
-    "_check_trust": "planner",
     "repair_plan": "planner",
     "RECORD_FILE": "result",
     "RepairArgumentError": "result",
@@ -23,5 +22,5 @@ _EXPORTS = {
     "Refusal": "result",
     "RepairPlan": "result",
 }
-__all__ = sorted(n for n in _EXPORTS if not n.startswith("_"))  # the private names: old callers
+__all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,4 +1,4 @@
-"""Planning the repaired config (:class:`_ConfigPlanner`): flattened for a release that reads no
+"""Planning the repaired config (:func:`build_config`): flattened for a release that reads no
 speculators config, sizes, tying, aux-layer ids and norm flags where and as the engine reads them.
 """
 
@@ -12,7 +12,7 @@ from eagle3_forensics.checks.norms import trained_flags
 from eagle3_forensics.engines.rules import ConfigStyle
 from eagle3_forensics.engines.simulate import engine_flag, rules_for
 from eagle3_forensics.io.config import AUX_FIELD, EAGLE, LAYER, NORM_FLAGS, TOP, DrafterConfig
-from eagle3_forensics.repair.plan.base import _PlannerBase
+from eagle3_forensics.repair.plan.state import PlanState, add_step, refuse
 from eagle3_forensics.repair.policy import POLICY, PRECONDITION, SERVE_VLLM, StepKind
 
 
@@ -55,288 +55,300 @@ def _rope_both(d: dict[str, Any]) -> tuple[list[str], str | None]:
     return changes, None
 
 
-class _ConfigPlanner(_PlannerBase):
+def build_config(state: PlanState) -> dict[str, Any]:
     """The repaired config: flattened for releases that read no speculators config, sizes, tying,
     aux-layer ids and norm flags as the engine reads them."""
-
-    def build_config(self) -> dict[str, Any]:
-        raw = copy.deepcopy(self.ctx.ckpt.config)
-        # a release that reads no speculators config gets the flat config of its model class
-        flatten = (
-            self.cfg.style == "speculators" and ConfigStyle.SPECULATORS not in self.release.config_styles
-        )
-        if flatten:
-            out = self._flatten(raw)
-        else:
-            out = raw
-            allowed = self.rules.flat_architectures
-            if self.cfg.style == "flat" and allowed and not any(a in allowed for a in self.cfg.architectures):
-                out["architectures"] = [allowed[0]]
-                self.step(
-                    StepKind.CONFIG,
-                    f"architectures = {[allowed[0]]} (the model class {self.display} builds; "
-                    f"was {self.cfg.architectures or 'absent'})",
-                    fixes=("CONFIG_UNREADABLE_BY_ENGINE",),
-                    keys=["architectures"],
-                )
-        llama = (
-            out[LAYER]
-            if (not flatten and self.cfg.style == "speculators" and isinstance(out.get(LAYER), dict))
-            else out
-        )
-        self._sizes(out)
-        self._tie(out, llama)
-        changes, problem = _rope_both(llama)
-        if problem:
-            self.refuse(
-                PRECONDITION,
-                problem,
-                [
-                    "write the RoPE settings the drafter was trained with into a copy "
-                    "of config.json and repair that copy"
-                ],
+    raw = copy.deepcopy(state.ctx.ckpt.config)
+    # a release that reads no speculators config gets the flat config of its model class
+    flatten = state.cfg.style == "speculators" and ConfigStyle.SPECULATORS not in state.release.config_styles
+    if flatten:
+        out = _flatten(state, raw)
+    else:
+        out = raw
+        allowed = state.rules.flat_architectures
+        if state.cfg.style == "flat" and allowed and not any(a in allowed for a in state.cfg.architectures):
+            out["architectures"] = [allowed[0]]
+            add_step(
+                state,
+                StepKind.CONFIG,
+                f"architectures = {[allowed[0]]} (the model class {state.display} builds; "
+                f"was {state.cfg.architectures or 'absent'})",
+                fixes=("CONFIG_UNREADABLE_BY_ENGINE",),
+                keys=["architectures"],
             )
-        for text in changes:
-            self.step(StepKind.CONFIG, text, fixes=("ROPE_MISMATCH",), keys=["rope"])
-        self._aux_enabled(out)
-        self._aux(out)
-        self._norms(out)
-        return out
-
-    def _aux_enabled(self, out: dict[str, Any]) -> None:
-        """fc trained over k aux states needs them captured: drop use_aux_hidden_state: false."""
-        fc = self.ctx.shape("fc.weight")
-        ht = self.cfg.target_hidden_size or self.cfg.hidden_size
-        if fc is None or len(fc) != 2 or not ht or fc[1] < 2 * ht:
-            return
-        for holder_name, holder in (
-            (EAGLE, out.get(EAGLE)),
-            (f"{LAYER}.{EAGLE}", (out.get(LAYER) or {}).get(EAGLE)),
-        ):
-            if isinstance(holder, dict) and holder.get("use_aux_hidden_state") is False:
-                del holder["use_aux_hidden_state"]
-                self.step(
-                    StepKind.CONFIG,
-                    f"removed {holder_name}.use_aux_hidden_state = false: fc.weight {list(fc)} was trained over "
-                    f"{fc[1] // ht} aux states, which {self.display} captures only when it is true (the default)",
-                    fixes=("AUX_HIDDEN_STATE_DISABLED", "FC_WIDTH_MISMATCH"),
-                    keys=[f"{holder_name}.use_aux_hidden_state"],
-                )
-        if isinstance(out.get(EAGLE), dict) and not out[EAGLE]:
-            del out[EAGLE]
-
-    def _flatten(self, raw: dict[str, Any]) -> dict[str, Any]:
-        """speculators config -> the flat LlamaForCausalLMEagle3 config SGLang's model class reads."""
-        layer = raw.get(LAYER) if isinstance(raw.get(LAYER), dict) else {}
-        assert isinstance(layer, dict)
-        arch = (self.rules.flat_architectures or ("LlamaForCausalLMEagle3",))[0]
-        out: dict[str, Any] = {"architectures": [arch]}
-        out.update({k: v for k, v in layer.items() if k not in ("architectures", EAGLE)})
-        if "model_type" not in out:
-            out["model_type"] = "llama"  # speculators' default draft architecture
-        carried = []
-        skip = {
-            "architectures",
-            "speculators_model_type",
-            "speculators_version",
-            "speculators_config",
-            LAYER,
-            "embed_requires_grad",
-            AUX_FIELD,
-            EAGLE,
-            *NORM_FLAGS,
-        }
-        for key, value in raw.items():
-            if key in skip or value is None:
-                continue
-            if key in ("draft_vocab_size", "target_hidden_size") or key not in out:
-                out[key] = value
-                carried.append(key)
-        nested = (
-            {k: v for k, v in (layer.get(EAGLE) or {}).items() if k != AUX_FIELD}
-            if isinstance(layer.get(EAGLE), dict)
-            else {}
+    llama = (
+        out[LAYER]
+        if (not flatten and state.cfg.style == "speculators" and isinstance(out.get(LAYER), dict))
+        else out
+    )
+    _sizes(state, out)
+    _tie(state, out, llama)
+    changes, problem = _rope_both(llama)
+    if problem:
+        refuse(
+            state,
+            PRECONDITION,
+            problem,
+            [
+                "write the RoPE settings the drafter was trained with into a copy "
+                "of config.json and repair that copy"
+            ],
         )
-        nested.update(
-            {k: v for k, v in (raw.get(EAGLE) or {}).items() if k != AUX_FIELD}
-            if isinstance(raw.get(EAGLE), dict)
-            else {}
-        )
-        if nested:
-            out[EAGLE] = nested
-        flags = {f: raw.get(f) for f in NORM_FLAGS if f in raw}
-        rules = rules_for(self.release, DrafterConfig(out))
-        enabled = [f for f, value in flags.items() if value is True]
-        unsupported = [f for f in enabled if f not in rules.implemented_flags]
-        if unsupported:
-            self.refuse(
-                "NORM_FLAGS_UNSUPPORTED",
-                f"the drafter was trained with {', '.join(unsupported)} = true, which "
-                f"{self.display} does not implement",
-                POLICY["NORM_FLAGS_UNSUPPORTED"].options,
+    for text in changes:
+        add_step(state, StepKind.CONFIG, text, fixes=("ROPE_MISMATCH",), keys=["rope"])
+    _aux_enabled(state, out)
+    _aux(state, out)
+    _norms(state, out)
+    return out
+
+
+def _aux_enabled(state: PlanState, out: dict[str, Any]) -> None:
+    """fc trained over k aux states needs them captured: drop use_aux_hidden_state: false."""
+    fc = state.ctx.shape("fc.weight")
+    ht = state.cfg.target_hidden_size or state.cfg.hidden_size
+    if fc is None or len(fc) != 2 or not ht or fc[1] < 2 * ht:
+        return
+    for holder_name, holder in (
+        (EAGLE, out.get(EAGLE)),
+        (f"{LAYER}.{EAGLE}", (out.get(LAYER) or {}).get(EAGLE)),
+    ):
+        if isinstance(holder, dict) and holder.get("use_aux_hidden_state") is False:
+            del holder["use_aux_hidden_state"]
+            add_step(
+                state,
+                StepKind.CONFIG,
+                f"removed {holder_name}.use_aux_hidden_state = false: fc.weight {list(fc)} was trained over "
+                f"{fc[1] // ht} aux states, which {state.display} captures only when it is true (the default)",
+                fixes=("AUX_HIDDEN_STATE_DISABLED", "FC_WIDTH_MISMATCH"),
+                keys=[f"{holder_name}.use_aux_hidden_state"],
             )
-        carried_flags = [f for f in enabled if f in rules.implemented_flags]
-        for flag in carried_flags:
-            out[flag] = True  # every SGLang release that implements a flag reads it at the top level
-        # A speculators config without norm_before_residual was trained with speculators' default, false
-        # (config.py in every release): the residual before hidden_norm, which is what a flat config means.
-        dropped_flags = [f"{k}={str(v).lower()}" for k, v in flags.items() if v is False]
-        self.step(
+    if isinstance(out.get(EAGLE), dict) and not out[EAGLE]:
+        del out[EAGLE]
+
+
+def _flatten(state: PlanState, raw: dict[str, Any]) -> dict[str, Any]:
+    """speculators config -> the flat LlamaForCausalLMEagle3 config SGLang's model class reads."""
+    layer = raw.get(LAYER) if isinstance(raw.get(LAYER), dict) else {}
+    assert isinstance(layer, dict)
+    arch = (state.rules.flat_architectures or ("LlamaForCausalLMEagle3",))[0]
+    out: dict[str, Any] = {"architectures": [arch]}
+    out.update({k: v for k, v in layer.items() if k not in ("architectures", EAGLE)})
+    if "model_type" not in out:
+        out["model_type"] = "llama"  # speculators' default draft architecture
+    carried = []
+    skip = {
+        "architectures",
+        "speculators_model_type",
+        "speculators_version",
+        "speculators_config",
+        LAYER,
+        "embed_requires_grad",
+        AUX_FIELD,
+        EAGLE,
+        *NORM_FLAGS,
+    }
+    for key, value in raw.items():
+        if key in skip or value is None:
+            continue
+        if key in ("draft_vocab_size", "target_hidden_size") or key not in out:
+            out[key] = value
+            carried.append(key)
+    nested = (
+        {k: v for k, v in (layer.get(EAGLE) or {}).items() if k != AUX_FIELD}
+        if isinstance(layer.get(EAGLE), dict)
+        else {}
+    )
+    nested.update(
+        {k: v for k, v in (raw.get(EAGLE) or {}).items() if k != AUX_FIELD}
+        if isinstance(raw.get(EAGLE), dict)
+        else {}
+    )
+    if nested:
+        out[EAGLE] = nested
+    flags = {f: raw.get(f) for f in NORM_FLAGS if f in raw}
+    rules = rules_for(state.release, DrafterConfig(out))
+    enabled = [f for f, value in flags.items() if value is True]
+    unsupported = [f for f in enabled if f not in rules.implemented_flags]
+    if unsupported:
+        refuse(
+            state,
+            "NORM_FLAGS_UNSUPPORTED",
+            f"the drafter was trained with {', '.join(unsupported)} = true, which "
+            f"{state.display} does not implement",
+            POLICY["NORM_FLAGS_UNSUPPORTED"].options,
+        )
+    carried_flags = [f for f in enabled if f in rules.implemented_flags]
+    for flag in carried_flags:
+        out[flag] = True  # every SGLang release that implements a flag reads it at the top level
+    # A speculators config without norm_before_residual was trained with speculators' default, false
+    # (config.py in every release): the residual before hidden_norm, which is what a flat config means.
+    dropped_flags = [f"{k}={str(v).lower()}" for k, v in flags.items() if v is False]
+    add_step(
+        state,
+        StepKind.CONFIG,
+        f"speculators config → flat {arch} config: transformer_layer_config fields moved to "
+        f"the top level, kept {', '.join(carried) or 'no other fields'}; speculators_* fields and "
+        f"embed_requires_grad dropped"
+        + (f"; {', '.join(f'{f} = true' for f in carried_flags)} kept" if carried_flags else "")
+        + (
+            f"; norm flags {', '.join(dropped_flags)} dropped ({state.display}'s own behaviour)"
+            if dropped_flags
+            else ""
+        ),
+        fixes=("CONFIG_UNREADABLE_BY_ENGINE",),
+        keys=sorted(out),
+    )
+    return out
+
+
+def _sizes(state: PlanState, out: dict[str, Any]) -> None:
+    lm = state.ctx.shape("lm_head.weight")
+    current = out.get("draft_vocab_size")
+    want, source = (lm[0], "lm_head rows") if lm else (current, "")
+    if want is None:
+        d2t = state.ctx.shape("d2t")
+        want, source = (d2t[0], "d2t length") if d2t else (None, "")
+    if want is not None and current != want:
+        out["draft_vocab_size"] = want
+        add_step(
+            state,
             StepKind.CONFIG,
-            f"speculators config → flat {arch} config: transformer_layer_config fields moved to "
-            f"the top level, kept {', '.join(carried) or 'no other fields'}; speculators_* fields and "
-            f"embed_requires_grad dropped"
-            + (f"; {', '.join(f'{f} = true' for f in carried_flags)} kept" if carried_flags else "")
-            + (
-                f"; norm flags {', '.join(dropped_flags)} dropped ({self.display}'s own behaviour)"
-                if dropped_flags
-                else ""
-            ),
-            fixes=("CONFIG_UNREADABLE_BY_ENGINE",),
-            keys=sorted(out),
+            f"draft_vocab_size = {want} ({source}; was {current})",
+            fixes=("DRAFT_VOCAB_SIZE_MISSING", "VOCAB_SIZE_INCONSISTENT"),
+            keys=["draft_vocab_size"],
         )
-        return out
 
-    def _sizes(self, out: dict[str, Any]) -> None:
-        lm = self.ctx.shape("lm_head.weight")
-        current = out.get("draft_vocab_size")
-        want, source = (lm[0], "lm_head rows") if lm else (current, "")
-        if want is None:
-            d2t = self.ctx.shape("d2t")
-            want, source = (d2t[0], "d2t length") if d2t else (None, "")
-        if want is not None and current != want:
-            out["draft_vocab_size"] = want
-            self.step(
-                StepKind.CONFIG,
-                f"draft_vocab_size = {want} ({source}; was {current})",
-                fixes=("DRAFT_VOCAB_SIZE_MISSING", "VOCAB_SIZE_INCONSISTENT"),
-                keys=["draft_vocab_size"],
-            )
 
-    def _tie(self, out: dict[str, Any], llama: dict[str, Any]) -> None:
-        if self.ctx.find("lm_head.weight") is None:
-            return  # the head is the embedding: tying is what the drafter means
-        holders = [
-            d for d in (out, llama, out.get(EAGLE)) if isinstance(d, dict) and "tie_word_embeddings" in d
-        ]
-        changed = False
-        for d in holders:
-            if d["tie_word_embeddings"] is not False:
-                d["tie_word_embeddings"] = False
-                changed = True
-        if not holders:
-            llama["tie_word_embeddings"] = False
+def _tie(state: PlanState, out: dict[str, Any], llama: dict[str, Any]) -> None:
+    if state.ctx.find("lm_head.weight") is None:
+        return  # the head is the embedding: tying is what the drafter means
+    holders = [d for d in (out, llama, out.get(EAGLE)) if isinstance(d, dict) and "tie_word_embeddings" in d]
+    changed = False
+    for d in holders:
+        if d["tie_word_embeddings"] is not False:
+            d["tie_word_embeddings"] = False
             changed = True
-        if changed:
-            self.step(
-                StepKind.CONFIG,
-                "tie_word_embeddings = false (the drafter has its own lm_head)",
-                fixes=("TIED_EMBEDDINGS_ON_REDUCED_VOCAB",),
-                keys=["tie_word_embeddings"],
-            )
+    if not holders:
+        llama["tie_word_embeddings"] = False
+        changed = True
+    if changed:
+        add_step(
+            state,
+            StepKind.CONFIG,
+            "tie_word_embeddings = false (the drafter has its own lm_head)",
+            fixes=("TIED_EMBEDDINGS_ON_REDUCED_VOCAB",),
+            keys=["tie_word_embeddings"],
+        )
 
-    def _aux(self, out: dict[str, Any]) -> None:
-        hf, level = trained_ids(self.ctx)
-        if hf is None:
-            return  # trainer default: the same physical layers on every engine
-        fixes = ("AUX_LAYER_IDS_IGNORED_BY_ENGINE", "AUX_LAYER_IDS_CONVENTION_SHIFT", "AUX_LAYER_IDS_INVALID")
-        src_field = f"{'eagle_config.' if level == EAGLE else ''}{AUX_FIELD}"
-        rules = rules_for(self.release, DrafterConfig(out))
-        reading = self.ctx.aux(self.plan.engine)
-        rule, n = reading.rule, self.ctx.target_layers
-        # write where every runner of the release reads (a runner-only level is not relied on)
-        write_levels = [s.level for s in rules.aux_sources if not s.runners]
-        if not write_levels or not rule.reads_drafter:
-            return
-        stored = rule.stored_for(hf, n)
-        if stored is None:
-            self.refuse(
-                PRECONDITION,
-                f"the trained aux layers (HF {hf}) cannot be written so that {self.display} captures them "
-                f"on this target ({rule.describe()})",
-                [SERVE_VLLM],
-            )
-            return
-        assumed = " (no --target: the target class's rule assumed)" if reading.rule_assumed else ""
-        for lvl in write_levels:
-            holder = out if lvl == TOP else out.setdefault(EAGLE, {})
-            if holder.get(AUX_FIELD) != stored:
-                holder[AUX_FIELD] = stored
-                where = AUX_FIELD if lvl == TOP else f"eagle_config.{AUX_FIELD}"
-                self.step(
-                    StepKind.CONFIG,
-                    f"{where} = {stored} ({self.display}: {rule.describe()}{assumed}: HF layers {hf}, as "
-                    f"trained; from {src_field})",
-                    fixes=fixes,
-                    keys=[where],
-                )
-        # The ids live in one place, in this engine's convention: a field it does not read (or reads only
-        # under one runner) is removed, so no other revision or runner can read it in the wrong convention.
-        removed = []
-        if TOP not in write_levels and AUX_FIELD in out:
-            del out[AUX_FIELD]
-            removed.append(AUX_FIELD)
-        for holder_name, holder in (
-            (EAGLE, out.get(EAGLE)),
-            (
-                f"{LAYER}.{EAGLE}",
-                (out.get(LAYER) or {}).get(EAGLE) if isinstance(out.get(LAYER), dict) else None,
-            ),
-        ):
-            if EAGLE in write_levels and holder_name == EAGLE:
-                continue
-            if isinstance(holder, dict) and AUX_FIELD in holder:
-                del holder[AUX_FIELD]
-                removed.append(f"{holder_name}.{AUX_FIELD}")
-        if isinstance(out.get(EAGLE), dict) and not out[EAGLE]:
-            del out[EAGLE]
-        if removed:
-            self.step(
+
+def _aux(state: PlanState, out: dict[str, Any]) -> None:
+    hf, level = trained_ids(state.ctx)
+    if hf is None:
+        return  # trainer default: the same physical layers on every engine
+    fixes = ("AUX_LAYER_IDS_IGNORED_BY_ENGINE", "AUX_LAYER_IDS_CONVENTION_SHIFT", "AUX_LAYER_IDS_INVALID")
+    src_field = f"{'eagle_config.' if level == EAGLE else ''}{AUX_FIELD}"
+    rules = rules_for(state.release, DrafterConfig(out))
+    reading = state.ctx.aux(state.plan.engine)
+    rule, n = reading.rule, state.ctx.target_layers
+    # write where every runner of the release reads (a runner-only level is not relied on)
+    write_levels = [s.level for s in rules.aux_sources if not s.runners]
+    if not write_levels or not rule.reads_drafter:
+        return
+    stored = rule.stored_for(hf, n)
+    if stored is None:
+        refuse(
+            state,
+            PRECONDITION,
+            f"the trained aux layers (HF {hf}) cannot be written so that {state.display} captures them "
+            f"on this target ({rule.describe()})",
+            [SERVE_VLLM],
+        )
+        return
+    assumed = " (no --target: the target class's rule assumed)" if reading.rule_assumed else ""
+    for lvl in write_levels:
+        holder = out if lvl == TOP else out.setdefault(EAGLE, {})
+        if holder.get(AUX_FIELD) != stored:
+            holder[AUX_FIELD] = stored
+            where = AUX_FIELD if lvl == TOP else f"eagle_config.{AUX_FIELD}"
+            add_step(
+                state,
                 StepKind.CONFIG,
-                f"removed {', '.join(removed)}: {self.display} does not read it everywhere; the ids now live "
-                f"only where it reads them, in its convention (another reader would shift them)",
+                f"{where} = {stored} ({state.display}: {rule.describe()}{assumed}: HF layers {hf}, as "
+                f"trained; from {src_field})",
                 fixes=fixes,
-                keys=removed,
+                keys=[where],
             )
+    # The ids live in one place, in this engine's convention: a field it does not read (or reads only
+    # under one runner) is removed, so no other revision or runner can read it in the wrong convention.
+    removed = []
+    if TOP not in write_levels and AUX_FIELD in out:
+        del out[AUX_FIELD]
+        removed.append(AUX_FIELD)
+    for holder_name, holder in (
+        (EAGLE, out.get(EAGLE)),
+        (
+            f"{LAYER}.{EAGLE}",
+            (out.get(LAYER) or {}).get(EAGLE) if isinstance(out.get(LAYER), dict) else None,
+        ),
+    ):
+        if EAGLE in write_levels and holder_name == EAGLE:
+            continue
+        if isinstance(holder, dict) and AUX_FIELD in holder:
+            del holder[AUX_FIELD]
+            removed.append(f"{holder_name}.{AUX_FIELD}")
+    if isinstance(out.get(EAGLE), dict) and not out[EAGLE]:
+        del out[EAGLE]
+    if removed:
+        add_step(
+            state,
+            StepKind.CONFIG,
+            f"removed {', '.join(removed)}: {state.display} does not read it everywhere; the ids now live "
+            f"only where it reads them, in its convention (another reader would shift them)",
+            fixes=fixes,
+            keys=removed,
+        )
 
-    def _norms(self, out: dict[str, Any]) -> None:
-        trained = trained_flags(self.ctx)
-        view = DrafterConfig(out)
-        rules = rules_for(self.release, view)
-        if not rules.norm_flags:
-            return
-        for flag, value in trained.items():
-            spec = rules.norm_flag(flag)
-            if not isinstance(value, bool) or spec is None:
-                continue
-            if engine_flag(rules, view, flag) == value:
-                continue
-            fixes = ("NORM_FLAGS_UNSUPPORTED", "NORM_OUTPUT_MEANING_CLASH")
-            if view.style == "flat" and flag == "norm_output" and value is False:
-                for holder in (out, out.get(EAGLE)):
-                    if isinstance(holder, dict):
-                        holder.pop("norm_output", None)
-                self.step(
-                    StepKind.CONFIG,
-                    "removed norm_output: in a flat (SpecForge) config it means 'norm before "
-                    f"lm_head', which {self.display} would read as post-norm recurrence",
-                    fixes=fixes,
-                    keys=["norm_output"],
-                )
+
+def _norms(state: PlanState, out: dict[str, Any]) -> None:
+    trained = trained_flags(state.ctx)
+    view = DrafterConfig(out)
+    rules = rules_for(state.release, view)
+    if not rules.norm_flags:
+        return
+    for flag, value in trained.items():
+        spec = rules.norm_flag(flag)
+        if not isinstance(value, bool) or spec is None:
+            continue
+        if engine_flag(rules, view, flag) == value:
+            continue
+        fixes = ("NORM_FLAGS_UNSUPPORTED", "NORM_OUTPUT_MEANING_CLASH")
+        if view.style == "flat" and flag == "norm_output" and value is False:
+            for holder in (out, out.get(EAGLE)):
+                if isinstance(holder, dict):
+                    holder.pop("norm_output", None)
+            add_step(
+                state,
+                StepKind.CONFIG,
+                "removed norm_output: in a flat (SpecForge) config it means 'norm before "
+                f"lm_head', which {state.display} would read as post-norm recurrence",
+                fixes=fixes,
+                keys=["norm_output"],
+            )
+        else:
+            # write it at the first level the class reads it from (that one wins)
+            nested = out.get(EAGLE)
+            if spec.levels[0] == EAGLE:
+                holder = out.setdefault(EAGLE, {}) if not isinstance(nested, dict) else nested
             else:
-                # write it at the first level the class reads it from (that one wins)
-                nested = out.get(EAGLE)
-                if spec.levels[0] == EAGLE:
-                    holder = out.setdefault(EAGLE, {}) if not isinstance(nested, dict) else nested
-                else:
-                    holder = out
-                holder[flag] = value
-                where = flag if holder is out else f"eagle_config.{flag}"
-                self.step(
-                    StepKind.CONFIG,
-                    f"{where} = {str(value).lower()} (the trained value, where {self.display} reads it)",
-                    fixes=fixes,
-                    keys=[flag],
-                )
-            view = DrafterConfig(out)
-            rules = rules_for(self.release, view)
+                holder = out
+            holder[flag] = value
+            where = flag if holder is out else f"eagle_config.{flag}"
+            add_step(
+                state,
+                StepKind.CONFIG,
+                f"{where} = {str(value).lower()} (the trained value, where {state.display} reads it)",
+                fixes=fixes,
+                keys=[flag],
+            )
+        view = DrafterConfig(out)
+        rules = rules_for(state.release, view)

@@ -29,24 +29,21 @@ from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.findings import sort_findings
 from eagle3_forensics.io.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, Checkpoint, open_checkpoint
 from eagle3_forensics.io.target import open_target
-from eagle3_forensics.repair.plan.config import _ConfigPlanner
+from eagle3_forensics.repair.plan.config import build_config
 from eagle3_forensics.repair.plan.result import RECORD_FILE, Refusal, RepairArgumentError, RepairPlan, Step
-from eagle3_forensics.repair.plan.tensors import _TensorPlanner
-from eagle3_forensics.repair.plan.vocab import _VocabPlanner
+from eagle3_forensics.repair.plan.state import PlanState, planned_checkpoint
+from eagle3_forensics.repair.plan.tensors import build_tensors, ship_missing
+from eagle3_forensics.repair.plan.vocab import build_vocab
 from eagle3_forensics.repair.policy import POLICY, REPAIRABLE_ENGINES, Action, StepKind
 
 _COPYABLE_SUFFIXES = (".json", ".md", ".txt", ".model", ".jinja", ".tiktoken", ".py")
 _NEVER_COPY = (CONFIG_FILE, RECORD_FILE)
 
 
-class _Planner(_ConfigPlanner, _VocabPlanner, _TensorPlanner):
-    """Builds one :class:`RepairPlan`, one concern per base class."""
-
-
 # -- plan ---------------------------------------------------------------------------------------------
 
 
-def _check_engine(engine: str) -> EngineRules:
+def check_engine(engine: str) -> EngineRules:
     """The release an ``--engine`` spec names (``sglang``, ``sglang==0.5.11``, ``vllm``)."""
     name, _ = split_spec(engine)
     if name not in REPAIRABLE_ENGINES:
@@ -60,7 +57,7 @@ def _check_engine(engine: str) -> EngineRules:
         raise RepairArgumentError(str(exc)) from None
 
 
-def _check_trust(trust: str | None, rebuild_vocab_from: str | Path | None) -> None:
+def check_trust(trust: str | None, rebuild_vocab_from: str | Path | None) -> None:
     if trust not in (None, "t2d", "d2t"):
         raise RepairArgumentError(f"trust must be 't2d', 'd2t' or None, not {trust!r}")
     if trust is not None and rebuild_vocab_from is not None:
@@ -81,8 +78,8 @@ def repair_plan(
     from; ``rebuild_vocab_from`` is a token-id file (see :mod:`eagle3_forensics.vocab.inputs`) to rebuild
     both. Unreadable input gives a plan whose :attr:`RepairPlan.unusable` says why.
     """
-    release = _check_engine(engine)
-    _check_trust(trust, rebuild_vocab_from)
+    release = check_engine(engine)
+    check_trust(trust, rebuild_vocab_from)
     options = {
         "target": None if target is None else str(target),
         "rebuild_vocab_from": None if rebuild_vocab_from is None else str(rebuild_vocab_from),
@@ -137,21 +134,21 @@ def repair_plan(
     if plan.refusals:
         return plan  # nothing a conversion could change would make this drafter serve as trained
 
-    planner = _Planner(plan, ctx, rebuild_vocab_from, trust)
+    state = PlanState(plan, ctx, rebuild_vocab_from, trust)
     try:
-        out_cfg = planner.build_config()
-        planner.build_vocab(out_cfg)
-        planner.build_tensors(out_cfg)
+        out_cfg = build_config(state)
+        build_vocab(state, out_cfg)
+        build_tensors(state, out_cfg)
         if not plan.refusals:
-            planner.ship_missing(out_cfg)
+            ship_missing(state, out_cfg)
     except UnusableInputError as exc:
         plan.unusable = str(exc)
         return plan
     plan.config_after = out_cfg
-    plan._planned = planner.planned
+    plan._planned = state.planned
     _plan_files(plan, ckpt)
     if not plan.refusals:
-        vck = planner.virtual(out_cfg)
+        vck = planned_checkpoint(state, out_cfg)
         vctx = Context(vck, tinfo, explicit_engines=True, releases=[release])
         plan.predicted = sort_findings(run_checks(vctx))
     _cover(plan, display)

@@ -71,7 +71,7 @@ class Refusal:
 
 
 @dataclass
-class _Planned:
+class PlannedTensor:
     """One tensor of the planned output: copied from the source (bit-exact) or new data."""
 
     name: str
@@ -100,7 +100,7 @@ class RepairPlan:
     config_after: dict[str, Any] = field(default_factory=dict)
     files_copied: list[str] = field(default_factory=list)
     files_not_copied: list[str] = field(default_factory=list)
-    _planned: dict[str, _Planned] = field(default_factory=dict, repr=False)
+    _planned: dict[str, PlannedTensor] = field(default_factory=dict, repr=False)
     _ckpt: Checkpoint | None = field(default=None, repr=False)
     _target_info: TargetInfo | None = field(default=None, repr=False)
 
@@ -184,11 +184,11 @@ class RepairPlan:
 # -- the planned drafter, in memory --------------------------------------------------------------------
 
 
-class _PlannedCheckpoint(Checkpoint):
+class PlannedCheckpoint(Checkpoint):
     """A checkpoint that exists only as a plan: tensors read from the source or from new data."""
 
     def __init__(
-        self, path: Path, config: dict[str, Any], planned: dict[str, _Planned], src: Checkpoint
+        self, path: Path, config: dict[str, Any], planned: dict[str, PlannedTensor], src: Checkpoint
     ) -> None:
         super().__init__(
             path=path,
@@ -217,7 +217,7 @@ class _PlannedCheckpoint(Checkpoint):
         return p.data[: max(1, max_elements // row)]
 
 
-def _info(name: str, t: torch.Tensor, shard: str = SAFETENSORS_FILE) -> TensorInfo:
+def tensor_info(name: str, t: torch.Tensor, shard: str = SAFETENSORS_FILE) -> TensorInfo:
     dtype = st_dtype(t.dtype)
     shape = tuple(int(d) for d in t.shape)
     return TensorInfo(name, shape, dtype, shard, t.numel() * t.element_size())

@@ -1,4 +1,4 @@
-"""Planning the tensors (:class:`_TensorPlanner`): renamed to the names the engine's table expects
+"""Planning the tensors (:func:`build_tensors`, :func:`ship_missing`): renamed to the names the engine's table expects
 (its renames and their inverses), stripped where the engine takes the target's, and added from the
 target where the engine must find them in the checkpoint.
 """
@@ -20,8 +20,8 @@ from eagle3_forensics.engines.simulate import (
 from eagle3_forensics.io.checkpoint import SAFETENSORS_FILE, TensorInfo, torch_dtype_of
 from eagle3_forensics.io.config import DrafterConfig
 from eagle3_forensics.io.layout import is_drafter_weight
-from eagle3_forensics.repair.plan.base import _PlannerBase
-from eagle3_forensics.repair.plan.result import _info, _Planned
+from eagle3_forensics.repair.plan.result import PlannedTensor, tensor_info
+from eagle3_forensics.repair.plan.state import PlanState, add_step, planned_checkpoint, refuse
 from eagle3_forensics.repair.policy import POLICY, PRECONDITION, StepKind
 
 # -- tensor names ----------------------------------------------------------------------------------
@@ -79,179 +79,186 @@ def _canonical(rules: EngineRules, name: str) -> str:
     return name.removeprefix("model.")
 
 
-class _TensorPlanner(_PlannerBase):
-    """The tensors: renamed to the engine's names, stripped where the engine takes the target's, and
-    the ones the engine must find added from the target."""
-
-    def build_tensors(self, out_cfg: dict[str, Any]) -> None:
-        ctx = self.ctx
-        view = DrafterConfig(out_cfg)
-        rules = rules_for(self.release, view)
-        names = set(ctx.ckpt.tensors) | set(self.new_tensors)
-        cond = conditions(rules, view, names)
-        params = expected_params(rules, view, cond)
-        present = frozenset(names)
-        hidden = view.hidden_size
-        renames: dict[str, str] = {}
-        canon: dict[str, str] = {}
-        for key in sorted(names):
-            fate, out_name = None, key
-            for cand in _spellings(key):
-                f = resolve_key(rules, cand, cond, params, present)
-                if f.action in _USED:
-                    fate, out_name = f, cand
-                    break
-            info = ctx.ckpt.tensors.get(key)
-            if fate is None:
-                f = resolve_key(rules, key, cond, params, present)
-                harmless = not is_drafter_weight(key) or (
-                    key.removeprefix("model.") in ("d2t", "t2d") and not ctx.reduced_vocab
+def build_tensors(state: PlanState, out_cfg: dict[str, Any]) -> None:
+    """Each tensor renamed to the engine's name, stripped where the engine takes the target's, or refused."""
+    ctx = state.ctx
+    view = DrafterConfig(out_cfg)
+    rules = rules_for(state.release, view)
+    names = set(ctx.ckpt.tensors) | set(state.new_tensors)
+    cond = conditions(rules, view, names)
+    params = expected_params(rules, view, cond)
+    present = frozenset(names)
+    hidden = view.hidden_size
+    renames: dict[str, str] = {}
+    canon: dict[str, str] = {}
+    for key in sorted(names):
+        fate, out_name = None, key
+        for cand in _spellings(key):
+            f = resolve_key(rules, cand, cond, params, present)
+            if f.action in _USED:
+                fate, out_name = f, cand
+                break
+        info = ctx.ckpt.tensors.get(key)
+        if fate is None:
+            f = resolve_key(rules, key, cond, params, present)
+            harmless = not is_drafter_weight(key) or (
+                key.removeprefix("model.") in ("d2t", "t2d") and not ctx.reduced_vocab
+            )
+            verb = {"rejected": "would reject it (load fails)", "warned": "would warn and ignore it"}.get(
+                f.action, "would drop it silently"
+            )
+            if harmless:
+                add_step(
+                    state,
+                    StepKind.DROP,
+                    f"{key} removed: not a drafter weight; {state.display} {verb}",
+                    [key],
+                    fixes=("KEYS_DROPPED_BY_ENGINE", "KEYS_REJECTED_BY_ENGINE"),
                 )
-                verb = {"rejected": "would reject it (load fails)", "warned": "would warn and ignore it"}.get(
-                    f.action, "would drop it silently"
-                )
-                if harmless:
-                    self.step(
-                        StepKind.DROP,
-                        f"{key} removed: not a drafter weight; {self.display} {verb}",
-                        [key],
-                        fixes=("KEYS_DROPPED_BY_ENGINE", "KEYS_REJECTED_BY_ENGINE"),
-                    )
-                else:
-                    code = "KEYS_REJECTED_BY_ENGINE" if f.action == "rejected" else "KEYS_DROPPED_BY_ENGINE"
-                    self.refuse(
-                        code,
-                        f"{key} is a trained drafter weight that {self.display} has no parameter for "
-                        "under any spelling",
-                        POLICY[code].options,
-                    )
-                continue
-            if (
-                fate.action == "overwritten" or self._bad_embed(key, hidden, params, fate.param)
-            ) and self._strip(key, fate.param):
-                continue
-            c = _canonical(rules, out_name)
-            if c in canon:
-                self.refuse(
-                    PRECONDITION,
-                    f"{canon[c]} and {key} are the same tensor under two spellings; which one "
-                    "was trained is unknown",
-                    ["remove the stale copy from a copy of the checkpoint"],
-                )
-                continue
-            canon[c] = key
-            if out_name != key:
-                renames[key] = out_name
-            data = self.new_tensors.get(key)
-            if data is not None:
-                self.planned[out_name] = _Planned(out_name, _info(out_name, data), None, data)
             else:
-                assert info is not None
-                self.planned[out_name] = _Planned(
-                    out_name, TensorInfo(out_name, info.shape, info.dtype, SAFETENSORS_FILE, info.nbytes), key
+                code = "KEYS_REJECTED_BY_ENGINE" if f.action == "rejected" else "KEYS_DROPPED_BY_ENGINE"
+                refuse(
+                    state,
+                    code,
+                    f"{key} is a trained drafter weight that {state.display} has no parameter for "
+                    "under any spelling",
+                    POLICY[code].options,
                 )
-        if renames:
-            self.step(
-                StepKind.RENAME,
-                _rename_summary(renames) + f": the names {self.display} looks up; bytes unchanged",
-                sorted(renames),
-                fixes=("KEYS_DROPPED_BY_ENGINE", "KEYS_REJECTED_BY_ENGINE", "PARAMS_UNFILLED"),
-                renames=renames,
+            continue
+        if (fate.action == "overwritten" or _bad_embed(state, key, hidden, params, fate.param)) and _strip(
+            state, key, fate.param
+        ):
+            continue
+        c = _canonical(rules, out_name)
+        if c in canon:
+            refuse(
+                state,
+                PRECONDITION,
+                f"{canon[c]} and {key} are the same tensor under two spellings; which one "
+                "was trained is unknown",
+                ["remove the stale copy from a copy of the checkpoint"],
             )
-
-    def _bad_embed(self, key: str, hidden: int | None, params: dict[str, str], param: str | None) -> bool:
-        """A stored embedding that cannot be the drafter's (wrong width) where the engine can use the target's."""
-        info = self.ctx.ckpt.tensors.get(key)
-        if info is None or not key.endswith("embed_tokens.weight") or hidden is None or len(info.shape) != 2:
-            return False
-        return (
-            info.shape[1] != hidden
-            and param is not None
-            and params.get(param) in (FROM_TARGET, TARGET_IF_ABSENT)
+            continue
+        canon[c] = key
+        if out_name != key:
+            renames[key] = out_name
+        data = state.new_tensors.get(key)
+        if data is not None:
+            state.planned[out_name] = PlannedTensor(out_name, tensor_info(out_name, data), None, data)
+        else:
+            assert info is not None
+            state.planned[out_name] = PlannedTensor(
+                out_name, TensorInfo(out_name, info.shape, info.dtype, SAFETENSORS_FILE, info.nbytes), key
+            )
+    if renames:
+        add_step(
+            state,
+            StepKind.RENAME,
+            _rename_summary(renames) + f": the names {state.display} looks up; bytes unchanged",
+            sorted(renames),
+            fixes=("KEYS_DROPPED_BY_ENGINE", "KEYS_REJECTED_BY_ENGINE", "PARAMS_UNFILLED"),
+            renames=renames,
         )
 
-    def _strip(self, key: str, param: str | None) -> bool:
-        if self.cfg.get("embed_requires_grad") is True and key.endswith("embed_tokens.weight"):
-            self.refuse(
-                "EMBED_TOKENS_PROBLEM",
-                f"the drafter trained its own embedding (embed_requires_grad: true) "
-                f"and {self.display} replaces it with the target's",
-                ["serve it on vLLM, which keeps a draft embedding that differs from the target's"],
-            )
-            return True
-        info = self.ctx.ckpt.tensors[key]
-        why = (
-            "its width differs from hidden_size, so it cannot be the drafter's"
-            if self.ctx.cfg.hidden_size is not None and info.shape[-1] != self.ctx.cfg.hidden_size
-            else "target_hidden_size is absent or equals hidden_size"
-            if key.endswith("embed_tokens.weight")
-            else ""
-        )
-        self.step(
-            StepKind.STRIP,
-            f"{key} removed: {self.display} overwrites {param} with the target's, so the stored copy "
-            "is never used" + (f" ({why})" if why else ""),
-            [key],
-            fixes=("EMBED_TOKENS_PROBLEM",),
+
+def _bad_embed(
+    state: PlanState, key: str, hidden: int | None, params: dict[str, str], param: str | None
+) -> bool:
+    """A stored embedding that cannot be the drafter's (wrong width) where the engine can use the target's."""
+    info = state.ctx.ckpt.tensors.get(key)
+    if info is None or not key.endswith("embed_tokens.weight") or hidden is None or len(info.shape) != 2:
+        return False
+    return (
+        info.shape[1] != hidden and param is not None and params.get(param) in (FROM_TARGET, TARGET_IF_ABSENT)
+    )
+
+
+def _strip(state: PlanState, key: str, param: str | None) -> bool:
+    if state.cfg.get("embed_requires_grad") is True and key.endswith("embed_tokens.weight"):
+        refuse(
+            state,
+            "EMBED_TOKENS_PROBLEM",
+            f"the drafter trained its own embedding (embed_requires_grad: true) "
+            f"and {state.display} replaces it with the target's",
+            ["serve it on vLLM, which keeps a draft embedding that differs from the target's"],
         )
         return True
+    info = state.ctx.ckpt.tensors[key]
+    why = (
+        "its width differs from hidden_size, so it cannot be the drafter's"
+        if state.ctx.cfg.hidden_size is not None and info.shape[-1] != state.ctx.cfg.hidden_size
+        else "target_hidden_size is absent or equals hidden_size"
+        if key.endswith("embed_tokens.weight")
+        else ""
+    )
+    add_step(
+        state,
+        StepKind.STRIP,
+        f"{key} removed: {state.display} overwrites {param} with the target's, so the stored copy "
+        "is never used" + (f" ({why})" if why else ""),
+        [key],
+        fixes=("EMBED_TOKENS_PROBLEM",),
+    )
+    return True
 
-    def ship_missing(self, out_cfg: dict[str, Any]) -> None:
-        """Add tensors the engine must find in the checkpoint and the target can supply (the embedding)."""
-        vck = self.virtual(out_cfg)
-        view = DrafterConfig(out_cfg)
-        rules = rules_for(self.release, view)
-        load = simulate_load(rules, vck, view)
-        for param in load.unfilled:
-            if not param.endswith("embed_tokens.weight"):
-                continue
-            tinfo = self.plan._target_info
-            tname = tinfo.tensor_name("embed_tokens.weight") if tinfo is not None else None
-            want = (view.vocab_size, view.hidden_size)
-            if tinfo is None or tinfo.weights is None or tname is None:
-                self.refuse(
-                    "EMBED_TOKENS_PROBLEM",
-                    f"{self.display} keeps the checkpoint's embedding "
-                    "(target_hidden_size differs from hidden_size) and the checkpoint has none; no --target "
-                    "weights were given to ship one from",
-                    POLICY["EMBED_TOKENS_PROBLEM"].options,
-                )
-                continue
-            tshape = tinfo.weights.tensors[tname].shape
-            if tuple(tshape) != want:
-                self.refuse(
-                    "EMBED_TOKENS_PROBLEM",
-                    f"{self.display} needs an embedding of shape {list(want)} in the "
-                    f"checkpoint; the target's {tname} is {list(tshape)}, so it cannot be the one trained "
-                    "with",
-                    POLICY["EMBED_TOKENS_PROBLEM"].options,
-                )
-                continue
-            name = next(
-                (
-                    c
-                    for c in _spellings("embed_tokens.weight")
-                    if resolve_key(
-                        rules, c, load.conditions, expected_params(rules, view, load.conditions)
-                    ).param
-                    == param
-                ),
-                "embed_tokens.weight",
+
+def ship_missing(state: PlanState, out_cfg: dict[str, Any]) -> None:
+    """Add tensors the engine must find in the checkpoint and the target can supply (the embedding)."""
+    vck = planned_checkpoint(state, out_cfg)
+    view = DrafterConfig(out_cfg)
+    rules = rules_for(state.release, view)
+    load = simulate_load(rules, vck, view)
+    for param in load.unfilled:
+        if not param.endswith("embed_tokens.weight"):
+            continue
+        tinfo = state.plan._target_info
+        tname = tinfo.tensor_name("embed_tokens.weight") if tinfo is not None else None
+        want = (view.vocab_size, view.hidden_size)
+        if tinfo is None or tinfo.weights is None or tname is None:
+            refuse(
+                state,
+                "EMBED_TOKENS_PROBLEM",
+                f"{state.display} keeps the checkpoint's embedding "
+                "(target_hidden_size differs from hidden_size) and the checkpoint has none; no --target "
+                "weights were given to ship one from",
+                POLICY["EMBED_TOKENS_PROBLEM"].options,
             )
-            emb = tinfo.weights.read_tensor(tname)
-            float_dtypes = [p.info.dtype for p in self.planned.values() if p.info.is_float]
-            dtype = max(set(float_dtypes), key=float_dtypes.count) if float_dtypes else None
-            torch_dtype = (torch_dtype_of(dtype) if dtype else None) or emb.dtype
-            emb = emb.to(torch_dtype).contiguous()
-            self.planned[name] = _Planned(name, _info(name, emb), None, emb)
-            self.step(
-                StepKind.SHIP,
-                f"{name} added from the target's {tname} ({self.display} keeps the checkpoint's "
-                "embedding because target_hidden_size differs from hidden_size)",
-                [name],
-                fixes=("EMBED_TOKENS_PROBLEM", "PARAMS_UNFILLED"),
-                target_tensor=tname,
+            continue
+        tshape = tinfo.weights.tensors[tname].shape
+        if tuple(tshape) != want:
+            refuse(
+                state,
+                "EMBED_TOKENS_PROBLEM",
+                f"{state.display} needs an embedding of shape {list(want)} in the "
+                f"checkpoint; the target's {tname} is {list(tshape)}, so it cannot be the one trained "
+                "with",
+                POLICY["EMBED_TOKENS_PROBLEM"].options,
             )
+            continue
+        name = next(
+            (
+                c
+                for c in _spellings("embed_tokens.weight")
+                if resolve_key(rules, c, load.conditions, expected_params(rules, view, load.conditions)).param
+                == param
+            ),
+            "embed_tokens.weight",
+        )
+        emb = tinfo.weights.read_tensor(tname)
+        float_dtypes = [p.info.dtype for p in state.planned.values() if p.info.is_float]
+        dtype = max(set(float_dtypes), key=float_dtypes.count) if float_dtypes else None
+        torch_dtype = (torch_dtype_of(dtype) if dtype else None) or emb.dtype
+        emb = emb.to(torch_dtype).contiguous()
+        state.planned[name] = PlannedTensor(name, tensor_info(name, emb), None, emb)
+        add_step(
+            state,
+            StepKind.SHIP,
+            f"{name} added from the target's {tname} ({state.display} keeps the checkpoint's "
+            "embedding because target_hidden_size differs from hidden_size)",
+            [name],
+            fixes=("EMBED_TOKENS_PROBLEM", "PARAMS_UNFILLED"),
+            target_tensor=tname,
+        )
 
 
 def _rename_summary(renames: dict[str, str]) -> str:
