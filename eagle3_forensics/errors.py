@@ -30,14 +30,6 @@ class ExitCode(IntEnum):
     """The reader closed the output early (``… | head``), as shells report a SIGPIPE; silent."""
 
 
-# Kept for callers written before ExitCode; the same values.
-EXIT_OK = ExitCode.OK
-EXIT_FINDINGS = ExitCode.FINDINGS
-EXIT_UNUSABLE = ExitCode.UNUSABLE
-EXIT_INTERNAL = ExitCode.INTERNAL
-EXIT_SERVER = ExitCode.SERVER
-
-
 def one_line(text: object) -> str:
     """``text`` with every run of whitespace (newlines included) collapsed to one space."""
     return " ".join(str(text).split())
@@ -81,11 +73,6 @@ class ServerFaultError(ForensicsError):
 
 
 __all__ = [
-    "EXIT_FINDINGS",
-    "EXIT_INTERNAL",
-    "EXIT_OK",
-    "EXIT_SERVER",
-    "EXIT_UNUSABLE",
     "BadArgumentsError",
     "ExitCode",
     "ForensicsError",

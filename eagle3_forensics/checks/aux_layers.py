@@ -19,6 +19,7 @@ from typing import Any
 
 from eagle3_forensics.checks.context import Context
 from eagle3_forensics.engines import ENGINES
+from eagle3_forensics.engines.aux_capture import AuxReading
 from eagle3_forensics.engines.rules import (
     HF_DEFAULT_AUX,
     AuxConvert,
@@ -27,7 +28,6 @@ from eagle3_forensics.engines.rules import (
     EngineRules,
     default_ids,
 )
-from eagle3_forensics.engines.simulate import AuxReading, aux_capture
 from eagle3_forensics.engines.startup import BY_RELEASE, AuxEffect
 from eagle3_forensics.engines.target_tables import read_target
 from eagle3_forensics.findings import Finding, Severity
@@ -87,14 +87,6 @@ def trained_default(ctx: Context) -> list[int] | None:
         return None
     rule, _ = writer_rule(ctx, None)
     return rule.default(n) if rule.default_hf is not None else default_ids(HF_DEFAULT_AUX, n)
-
-
-def engine_ids(rules: EngineRules, ctx: Context) -> tuple[list[int] | None, str | None]:
-    """HF ids the release captures for the ids it reads (``None`` when it reads none)."""
-    reading = aux_capture(rules, ctx.cfg, ctx.target_architecture, ctx.target_layers)
-    if reading.ids is None or not _valid(reading.ids):
-        return None, None
-    return reading.captured, reading.level
 
 
 def _rule_evidence(reading: AuxReading) -> dict[str, Any]:

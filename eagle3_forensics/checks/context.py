@@ -8,8 +8,10 @@ from functools import cached_property
 from typing import Any
 
 from eagle3_forensics.engines import ENGINES, release_label, resolve_release
+from eagle3_forensics.engines.aux_capture import AuxReading, aux_capture
 from eagle3_forensics.engines.rules import EngineRules
-from eagle3_forensics.engines.simulate import AuxReading, LoadReport, aux_capture, rules_for, simulate_load
+from eagle3_forensics.engines.simulate import LoadReport, simulate_load
+from eagle3_forensics.engines.view import rules_for
 from eagle3_forensics.io.drafter import SMALL_TENSOR_ELEMENTS, DrafterFiles
 from eagle3_forensics.vocab.mapping.classify import VocabClassification, classify_mapping
 

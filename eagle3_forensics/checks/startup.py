@@ -16,7 +16,6 @@ from typing import Any
 
 from eagle3_forensics.checks.context import Context
 from eagle3_forensics.engines.launch import LaunchRules, LaunchSettings, Setting
-from eagle3_forensics.engines.simulate import engine_view
 from eagle3_forensics.engines.startup import (
     AuxEffect,
     ContextRule,
@@ -24,6 +23,7 @@ from eagle3_forensics.engines.startup import (
     RunnerRule,
     StartupRules,
 )
+from eagle3_forensics.engines.view import engine_view
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.config import EAGLE
 

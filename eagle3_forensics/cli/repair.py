@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from eagle3_forensics.cli.output import emit_json, error_dict
-from eagle3_forensics.errors import EXIT_UNUSABLE, one_line
+from eagle3_forensics.errors import ExitCode, one_line
 from eagle3_forensics.repair.policy import REPAIRABLE_ENGINES
 
 
@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
         force=args.force,
     )  # bad arguments (RepairArgumentError) and unusable input reach cli.main: json_error_payload
     error = None
-    if result.exit_code == EXIT_UNUSABLE:
+    if result.exit_code == ExitCode.UNUSABLE:
         error = error_dict("UNUSABLE_INPUT", result.message, str(args.path))
     if args.json:
         emit_json("repair", result.to_dict(), result.exit_code, error)

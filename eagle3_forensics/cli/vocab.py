@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_forensics.cli.output import emit_json
-from eagle3_forensics.errors import EXIT_FINDINGS, EXIT_OK, BadArgumentsError, UnusableInputError
+from eagle3_forensics.errors import BadArgumentsError, ExitCode, UnusableInputError
 
 MAX_VOCAB = 1 << 24
 """The largest target vocabulary ``vocab build`` accepts (real ones stay below 300k)."""
@@ -48,7 +48,7 @@ def classify(args: argparse.Namespace) -> int:
         check = lm_head_row_check(args.path, args.target, required=False)
     special, findings = _special_tokens(args, m)
     bad = any(f.severity.value == "error" for f in findings)
-    code = EXIT_OK if res.consistent and not bad else EXIT_FINDINGS
+    code = ExitCode.OK if res.consistent and not bad else ExitCode.FINDINGS
     if args.json:
         extra: dict[str, Any] = {}
         if special is not None:
@@ -174,7 +174,7 @@ def build(args: argparse.Namespace) -> int:
     summary = mapping.summary()
     out = save_mapping(mapping, args.out, {**summary, "source": Path(source).name})
     if args.json:
-        emit_json("vocab-build", {"out": str(out), "source": source, **summary}, EXIT_OK)
+        emit_json("vocab-build", {"out": str(out), "source": source, **summary}, ExitCode.OK)
     else:
         print(f"wrote {out}: d2t int64 [{mapping.draft_vocab_size}], t2d bool [{mapping.target_vocab_size}]")
         print(
@@ -183,7 +183,7 @@ def build(args: argparse.Namespace) -> int:
             f"the selection covers {_pct(mapping.coverage)} of the counted tokens"
         )
         print(f"fingerprint: {summary['fingerprint']}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -202,7 +202,7 @@ def compare(args: argparse.Namespace) -> int:
             f"({a.target_vocab_size} vs {b.target_vocab_size})\n"
         )
     cmp = compare_mappings(a, b, labels=(str(args.a), str(args.b)))
-    code = EXIT_OK if cmp.identical else EXIT_FINDINGS
+    code = ExitCode.OK if cmp.identical else ExitCode.FINDINGS
     if args.json:
         emit_json("vocab-compare", cmp.to_dict(limit=args.limit), code)
     else:
@@ -240,8 +240,8 @@ def coverage(args: argparse.Namespace) -> int:
         chat_template=args.chat_template,
     )
     if args.json:
-        emit_json("vocab-coverage", report.to_dict(), EXIT_OK)
-        return EXIT_OK
+        emit_json("vocab-coverage", report.to_dict(), ExitCode.OK)
+        return ExitCode.OK
     print(f"{args.path}: v={report.draft_vocab_size} of V={report.target_vocab_size}")
     print(
         f"covers {report.covered} of {report.total} counted tokens: {_pct(report.coverage)} "
@@ -256,7 +256,7 @@ def coverage(args: argparse.Namespace) -> int:
         for row in report.top_uncovered:
             text = repr(row["text"]) if "text" in row else ""
             print(f"  {row['id']:>8} {row['count']:>10} {_pct(row['share']):>7} {text}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 COMMANDS = {"classify": classify, "build": build, "compare": compare, "coverage": coverage}

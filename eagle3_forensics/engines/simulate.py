@@ -13,12 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle3_forensics.engines.aux_capture import (  # re-exported: callers import them from here
-    AuxReading,
-    aux_capture,
-    aux_enabled,
-    aux_ids_read,
-)
+from eagle3_forensics.engines.aux_capture import aux_enabled
 from eagle3_forensics.engines.rules import (
     ConfigStyle,
     EngineRules,
@@ -32,7 +27,7 @@ from eagle3_forensics.engines.rules import (
     Prefix,
     UnknownKeys,
 )
-from eagle3_forensics.engines.view import engine_view, layer_model_type, rules_for  # re-exported
+from eagle3_forensics.engines.view import engine_view, layer_model_type, rules_for
 from eagle3_forensics.io.checkpoint import Checkpoint
 from eagle3_forensics.io.config import AUX_FIELD, EAGLE, TOP, DrafterConfig
 
@@ -625,12 +620,8 @@ def simulate_load(rules: EngineRules, ckpt: Checkpoint, cfg: DrafterConfig | Non
 
 __all__ = [
     "ACTIONS",
-    "AuxReading",
     "KeyFate",
     "LoadReport",
-    "aux_capture",
-    "aux_enabled",
-    "aux_ids_read",
     "buffer_count",
     "candidates",
     "conditions",
@@ -642,11 +633,9 @@ __all__ = [
     "expected_shapes",
     "fc_count",
     "fc_input_width",
-    "layer_model_type",
     "loadable_spelling",
     "num_layers",
     "resolve_key",
-    "rules_for",
     "simulate_load",
 ]
 

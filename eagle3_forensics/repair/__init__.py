@@ -7,7 +7,6 @@ from eagle3_forensics._lazy import lazy_exports
 
 _EXPORTS = {
     "repair": "execute",
-    "execute": "execute",
     "repair_overview": "execute",
     "RepairResult": "execute",
     "repair_plan": "plan.planner",

@@ -43,7 +43,7 @@ from safetensors.torch import save_file
 from eagle3_forensics import __version__
 from eagle3_forensics.checks.diagnose import Diagnosis, diagnose
 from eagle3_forensics.engines import resolve_release
-from eagle3_forensics.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNUSABLE, UnusableInputError
+from eagle3_forensics.errors import ExitCode, UnusableInputError
 from eagle3_forensics.findings import Severity
 from eagle3_forensics.io.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, Checkpoint
 from eagle3_forensics.repair.plan.planner import check_engine, check_trust, repair_plan
@@ -70,7 +70,7 @@ class RepairResult:
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == EXIT_OK
+        return self.exit_code == ExitCode.OK
 
     def to_dict(self) -> dict[str, Any]:
         verification = None
@@ -420,7 +420,7 @@ def execute(plan: RepairPlan, dest: str | Path, *, force: bool = False) -> Repai
             )
             return RepairResult(
                 "not-verified",
-                EXIT_FINDINGS,
+                ExitCode.FINDINGS,
                 f"the repaired drafter did not verify for {display}, so nothing was left at {dest}: {why}",
                 plan,
                 None,
@@ -496,7 +496,7 @@ def execute(plan: RepairPlan, dest: str | Path, *, force: bool = False) -> Repai
         if n
         else f"already ready for {display}: copied to {dest} unchanged and verified (no error)"
     )
-    return RepairResult("repaired", EXIT_OK, msg, plan, str(dest), verification, record)
+    return RepairResult("repaired", ExitCode.OK, msg, plan, str(dest), verification, record)
 
 
 def _display(plan: RepairPlan) -> str:
@@ -506,12 +506,12 @@ def _display(plan: RepairPlan) -> str:
 
 def _refused(plan: RepairPlan) -> RepairResult:
     if plan.unusable is not None:
-        return RepairResult("unusable", EXIT_UNUSABLE, plan.unusable, plan)
+        return RepairResult("unusable", ExitCode.UNUSABLE, plan.unusable, plan)
     display = _display(plan)
     lines = [r.text() for r in plan.refusals]
     return RepairResult(
         "refused",
-        EXIT_FINDINGS,
+        ExitCode.FINDINGS,
         f"refused: this drafter cannot be made ready for {display}; nothing was written. " + " ".join(lines),
         plan,
     )
@@ -547,7 +547,7 @@ def repair(
         display = _display(plan)
         return RepairResult(
             "dry-run",
-            EXIT_OK,
+            ExitCode.OK,
             f"dry run: {len(plan.steps)} step(s) would make {src} ready for {display} at {out}; "
             "nothing was written",
             plan,

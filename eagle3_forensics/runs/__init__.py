@@ -9,7 +9,6 @@ _EXPORTS = {
     "load_config": "runner",
     "merge_runs": "shard",
     "read_history": "history",
-    "record": "record",
     "record_diagnosis": "record",
     "record_acceptance": "record",
 }

@@ -24,7 +24,7 @@ pytest.importorskip("vllm", reason="needs the vLLM CPU engine: make test-engine 
 
 from eagle3_forensics.checks.diagnose import diagnose
 from eagle3_forensics.cli.main import main
-from eagle3_forensics.errors import EXIT_SERVER
+from eagle3_forensics.errors import ExitCode
 from eagle3_forensics.probe.core import ProbeResult, probe, read_prompts
 from eagle3_forensics.probe.decode import GreedyRun
 from eagle3_forensics.probe.server.core import probe_server
@@ -245,7 +245,7 @@ def test_absolute_d2t_crashes_the_engine(reference: Reference, figures: dict[str
     with serving(path, "d2t_absolute") as server:
         r = probe_server(server.url, "vllm", PROMPTS, max_new_tokens=NEW_TOKENS, timeout=120, retries=1)
         log = server.log_text()
-    assert not r.measured and r.exit_code == EXIT_SERVER
+    assert not r.measured and r.exit_code == ExitCode.SERVER
     assert {f.code for f in r.findings} & {"SERVER_HTTP_ERROR", "SERVER_UNREACHABLE"}
     assert "IndexError" in log and "out of bounds" in log
     figures["d2t_absolute"] = {

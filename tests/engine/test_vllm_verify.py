@@ -21,7 +21,7 @@ from engine_server import DEMO, PROMPTS, serving
 pytest.importorskip("vllm", reason="needs the vLLM CPU engine: make test-engine (.venv-engine)")
 
 from eagle3_forensics.cli.main import main
-from eagle3_forensics.errors import EXIT_SERVER
+from eagle3_forensics.errors import ExitCode
 from eagle3_forensics.probe.server.core import probe_server
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
@@ -64,7 +64,7 @@ def test_a_synthetic_server_is_flagged_lossy(
     assert len(lossy) == 1 and lossy[0]["severity"] == "warning"
     assert '"rejection_sample_method": "standard"' in lossy[0]["fix"]
     if d["status"] == "server_fault":  # the CPU build cannot run synthetic verification
-        assert code == EXIT_SERVER
+        assert code == ExitCode.SERVER
         assert {f["code"] for f in d["findings"]} & {"SERVER_HTTP_ERROR", "SERVER_UNREACHABLE"}
         assert "Synthetic acceptance not supported with CPU sampling" in log
     else:  # a build that runs it measures the preset, not the drafter

@@ -42,7 +42,7 @@ import pytest
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
 
 from eagle3_forensics.cli.main import main
-from eagle3_forensics.errors import EXIT_SERVER
+from eagle3_forensics.errors import ExitCode
 from eagle3_forensics.probe.core import ProbeResult
 from eagle3_forensics.probe.decode import LiveRun
 from eagle3_forensics.probe.server.compare import attach_comparison
@@ -850,13 +850,13 @@ def test_connection_refused(prompts_file: Path, capsys: pytest.CaptureFixture[st
     url = f"http://127.0.0.1:{closed_port()}"
     client, sleeps = fast_client(url, retries=2)
     r = probe_server(url, "vllm", prompts_file, client=client)
-    assert codes(r) == {"SERVER_UNREACHABLE"} and r.exit_code == EXIT_SERVER and not r.measured
+    assert codes(r) == {"SERVER_UNREACHABLE"} and r.exit_code == ExitCode.SERVER and not r.measured
     assert client.requests == 3 and len(sleeps) == 2  # bounded: 1 + retries attempts
     assert r.to_dict()["status"] == "server_fault" and r.to_dict()["acceptance_length"] is None
     code, d, err = run_cli(
         capsys, url, "--engine", "sglang", "--prompts", str(prompts_file), "--retries", "0", "--json"
     )
-    assert code == EXIT_SERVER and d is not None and d["findings"][0]["code"] == "SERVER_UNREACHABLE"
+    assert code == ExitCode.SERVER and d is not None and d["findings"][0]["code"] == "SERVER_UNREACHABLE"
     assert "SERVER_UNREACHABLE" in err
 
 
@@ -869,7 +869,7 @@ def test_timeout_is_retried_then_reported(prompts_file: Path) -> None:
         client, _ = fast_client(srv.url, retries=1, timeout=0.2)
         r = probe_server(srv.url, "vllm", prompts_file, client=client)
         assert srv.hits[("GET", "/v1/models")] == 2
-    assert codes(r) == {"SERVER_TIMEOUT"} and r.exit_code == EXIT_SERVER
+    assert codes(r) == {"SERVER_TIMEOUT"} and r.exit_code == ExitCode.SERVER
 
 
 def test_generation_request_timing_out_is_not_resent(prompts_file: Path) -> None:
@@ -885,7 +885,7 @@ def test_generation_request_timing_out_is_not_resent(prompts_file: Path) -> None
         client, _ = fast_client(srv.url, retries=3, timeout=0.3)
         r = probe_server(srv.url, "vllm", prompts_file, max_new_tokens=NEW, client=client)
         assert srv.hits[("POST", "/v1/completions")] == 1  # it may have been processed: no double counting
-    assert codes(r) == {"SERVER_TIMEOUT"} and r.exit_code == EXIT_SERVER
+    assert codes(r) == {"SERVER_TIMEOUT"} and r.exit_code == ExitCode.SERVER
 
 
 def test_http_500_on_generation(prompts_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -904,7 +904,7 @@ def test_http_500_on_generation(prompts_file: Path, capsys: pytest.CaptureFixtur
     with FakeServer(routes) as srv:
         code, d, _ = run_cli(capsys, srv.url, "--engine", "vllm", "--prompts", str(prompts_file), "--json")
         assert srv.hits[("POST", "/v1/completions")] == 1
-    assert code == EXIT_SERVER and d is not None
+    assert code == ExitCode.SERVER and d is not None
     f = d["findings"][0]
     assert f["code"] == "SERVER_HTTP_ERROR" and f["evidence"]["status"] == 500
     assert "EngineCore encountered an issue" in f["message"]
@@ -931,7 +931,7 @@ def test_503_is_retried_with_a_bound(prompts_file: Path) -> None:
         client, sleeps = fast_client(srv.url, retries=2)
         r = probe_server(srv.url, "vllm", prompts_file, max_new_tokens=NEW, client=client)
         assert srv.hits[("POST", "/v1/completions")] == 3
-    assert codes(r) == {"SERVER_HTTP_ERROR"} and r.exit_code == EXIT_SERVER
+    assert codes(r) == {"SERVER_HTTP_ERROR"} and r.exit_code == ExitCode.SERVER
 
 
 def test_dropped_connection(prompts_file: Path) -> None:
@@ -945,7 +945,7 @@ def test_dropped_connection(prompts_file: Path) -> None:
     with FakeServer(routes) as srv:
         client, _ = fast_client(srv.url, retries=3)
         r = probe_server(srv.url, "vllm", prompts_file, max_new_tokens=NEW, client=client)
-    assert codes(r) == {"SERVER_UNREACHABLE"} and r.exit_code == EXIT_SERVER
+    assert codes(r) == {"SERVER_UNREACHABLE"} and r.exit_code == ExitCode.SERVER
 
 
 @pytest.mark.parametrize("where", ["models", "completions", "metrics", "sglang_meta", "sglang_json"])
@@ -974,7 +974,7 @@ def test_malformed_answers(prompts_file: Path, where: str, capsys: pytest.Captur
             )
     with FakeServer(routes) as srv:
         code, d, _ = run_cli(capsys, srv.url, "--engine", engine, "--prompts", str(prompts_file), "--json")
-    assert code == EXIT_SERVER and d is not None
+    assert code == ExitCode.SERVER and d is not None
     assert [f["code"] for f in d["findings"]] == ["SERVER_BAD_RESPONSE"]
     assert d["status"] == "server_fault" and d["per_position"]["cumulative"] is None
 

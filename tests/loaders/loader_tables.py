@@ -12,6 +12,7 @@ from typing import Any
 
 from eagle3_forensics import engines
 from eagle3_forensics.engines import simulate as sim
+from eagle3_forensics.engines.view import rules_for
 from eagle3_forensics.io.checkpoint import Checkpoint
 from eagle3_forensics.io.config import DrafterConfig
 
@@ -74,7 +75,7 @@ def shared_from_target(report: Any) -> set[str]:
 def d2t_destinations(table: Any, ckpt: Checkpoint) -> set[str]:
     """Where the table says ``d2t`` goes when it is not an ordinary parameter (``hot_token_id``,
     ``draft_id_to_target_id``): judged by what ``d2t`` became, not as a parameter."""
-    rules = sim.rules_for(table, DrafterConfig(ckpt.config)) if RELEASE_TABLES else table
+    rules = rules_for(table, DrafterConfig(ckpt.config)) if RELEASE_TABLES else table
     return {rule.target for rule in rules.consume if rule.target and "d2t" in rule.pattern}
 
 

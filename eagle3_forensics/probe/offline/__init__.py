@@ -48,5 +48,5 @@ _EXPORTS = {
     "OFFLINE_CONVENTIONS": "teacher",
     "Teacher": "teacher",
 }
-__all__ = sorted(n for n in _EXPORTS if not n.startswith("_"))  # the private names: old callers
+__all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

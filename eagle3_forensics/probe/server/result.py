@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle3_forensics.errors import EXIT_FINDINGS, EXIT_OK, EXIT_SERVER
+from eagle3_forensics.errors import ExitCode
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.probe.core import ProbeResult
 from eagle3_forensics.probe.decode import LiveRun
@@ -66,10 +66,10 @@ class ServerProbeResult(ProbeResult):
     @property
     def exit_code(self) -> int:
         if self.faulted:
-            return EXIT_SERVER
+            return ExitCode.SERVER
         if not self.measured or any(f.severity is Severity.ERROR for f in self.findings):
-            return EXIT_FINDINGS
-        return EXIT_OK
+            return ExitCode.FINDINGS
+        return ExitCode.OK
 
     def add(
         self, code: str, severity: Severity, message: str, fix: str | None = None, **evidence: Any

@@ -4,7 +4,7 @@ EAGLE/SpecForge ``midlayer.*``, TRT-LLM ``midlayer.{i}.*``, SGLang ``additional_
 any ``model.`` prefix map onto the canonical names of :mod:`.model` (:func:`canonical_name`).
 Engine views come only from the rule tables in :mod:`eagle3_forensics.engines`
 (:func:`~eagle3_forensics.engines.simulate.simulate_load`,
-:func:`~eagle3_forensics.engines.simulate.aux_ids_read`,
+:func:`~eagle3_forensics.engines.aux_capture.aux_ids_read`,
 :func:`~eagle3_forensics.engines.simulate.engine_flag`): keys an engine drops are listed as
 unfilled (the loader seeds a stand-in), tensors it takes from the target come from the target,
 ``d2t`` is read in the table's encoding, aux ids and norm flags are read where and as that engine
@@ -25,18 +25,18 @@ from eagle3_forensics.checks.aux_layers import trained_ids
 from eagle3_forensics.checks.context import Context
 from eagle3_forensics.checks.norms import trained_flags
 from eagle3_forensics.engines import ENGINE_NAMES, release_label
+from eagle3_forensics.engines.aux_capture import aux_capture
 from eagle3_forensics.engines.rules import HF_DEFAULT_AUX, EngineRules
 from eagle3_forensics.engines.simulate import (
     LoadReport,
-    aux_capture,
     effective_draft_vocab,
     engine_flag,
     expected_params,
     fc_count,
     num_layers,
-    rules_for,
     simulate_load,
 )
+from eagle3_forensics.engines.view import rules_for
 from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.io.checkpoint import Checkpoint
 from eagle3_forensics.io.config import DrafterConfig

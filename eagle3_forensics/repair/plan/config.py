@@ -10,7 +10,8 @@ from typing import Any
 from eagle3_forensics.checks.aux_layers import trained_ids
 from eagle3_forensics.checks.norms import trained_flags
 from eagle3_forensics.engines.rules import ConfigStyle
-from eagle3_forensics.engines.simulate import engine_flag, rules_for
+from eagle3_forensics.engines.simulate import engine_flag
+from eagle3_forensics.engines.view import rules_for
 from eagle3_forensics.io.config import AUX_FIELD, EAGLE, LAYER, NORM_FLAGS, TOP, DrafterConfig
 from eagle3_forensics.repair.plan.state import PlanState, add_step, refuse
 from eagle3_forensics.repair.policy import POLICY, PRECONDITION, SERVE_VLLM, StepKind

@@ -10,13 +10,8 @@ from typing import Any
 
 from eagle3_forensics.engines import ENGINES
 from eagle3_forensics.engines.rules import FROM_TARGET, TARGET_IF_ABSENT, EngineRules
-from eagle3_forensics.engines.simulate import (
-    conditions,
-    expected_params,
-    resolve_key,
-    rules_for,
-    simulate_load,
-)
+from eagle3_forensics.engines.simulate import conditions, expected_params, resolve_key, simulate_load
+from eagle3_forensics.engines.view import rules_for
 from eagle3_forensics.io.checkpoint import SAFETENSORS_FILE, TensorInfo, torch_dtype_of
 from eagle3_forensics.io.config import DrafterConfig
 from eagle3_forensics.io.layout import is_drafter_weight

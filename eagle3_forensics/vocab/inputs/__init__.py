@@ -38,5 +38,5 @@ _EXPORTS = {
     "token_file_size": "tokens",
     "build_vocab_mapping_from_file": "tokens",
 }
-__all__ = sorted(n for n in _EXPORTS if not n.startswith("_"))  # the private names: old callers
+__all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
