@@ -36,6 +36,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from eagle3_forensics.io.dumps import ScanOptions  # noqa: E402
 from eagle3_forensics.probe.core import read_prompts  # noqa: E402
 from eagle3_forensics.probe.offline.scan import scan_offline  # noqa: E402
 from eagle3_forensics.probe.teacher_forced import teacher_forced_data, teacher_forced_estimate  # noqa: E402
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         return time.perf_counter() - t0, tf.simulated_acceptance_length, sum(len(s) for s in d.sequences)
 
     def offline() -> tuple[float, float, int, int]:
-        c = scan_offline(args.drafter, data, target=args.target, k=args.k, device=args.device)
+        c = scan_offline(args.drafter, data, ScanOptions(target=args.target), k=args.k, device=args.device)
         from eagle3_forensics.probe.offline.result import finish_probe
 
         tf = finish_probe(c).teacher_forced

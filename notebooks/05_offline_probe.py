@@ -48,6 +48,7 @@ if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel w
 from IPython.display import HTML
 
 from eagle3_forensics.checks.data import audit_data
+from eagle3_forensics.io.dumps import ScanOptions
 from eagle3_forensics.probe.offline import probe_offline
 from eagle3_forensics.probe.samples import SampleScorer
 from eagle3_forensics.runs.record import record
@@ -78,7 +79,8 @@ from eagle3_forensics.views.offline import (
 # `1 + Σ_j Π_{i≤j} conditional_i` includes the bonus token, as `probe` reports it.
 
 # %%
-r = probe_offline(checkpoint, data, target=target, engine=engine, k=k, device=device, bucket=bucket)
+reading = ScanOptions(target=target)  # how every reader below reads the dumps
+r = probe_offline(checkpoint, data, reading, engine=engine, k=k, device=device, bucket=bucket)
 show_table(offline_summary_table(r))
 
 # %%
@@ -114,7 +116,7 @@ offline_per_position_figure(r)
 # means the last layer to SpecForge and the aux concat to speculators' research code).
 
 # %%
-audit = audit_data(data, drafter=checkpoint, target=target)
+audit = audit_data(data, reading, drafter=checkpoint)
 show_table(audit_summary_table(audit))
 
 # %%
@@ -161,7 +163,7 @@ show_table(worst_samples_table(r, tokenizer=target))
 # data check both show, with the first differing ids.
 
 # %%
-prep_audit = audit_data(prep, target=target) if prep else None
+prep_audit = audit_data(prep, reading) if prep else None
 HTML(audit_cards_html(prep_audit, "prep")) if prep_audit is not None else print(
     "prep audit skipped (prep is None)"
 )
@@ -186,7 +188,7 @@ show_table(layouts_table())
 # choose what the static view shows).
 
 # %%
-scorer = SampleScorer(checkpoint, data, target=target, engine=engine, k=k, device=device)
+scorer = SampleScorer(checkpoint, data, reading, engine=engine, k=k, device=device)
 sample_browser(scorer, result=r, sample=explore_sample, target=target)
 
 # %% [markdown]

@@ -10,22 +10,19 @@ from typing import Any
 from eagle3_forensics.cli.offline_common import (
     add_progress,
     add_sample_options,
-    progress_on,
+    scan_options,
     unusable_error,
     write_partial,
 )
 from eagle3_forensics.cli.output import emit_json
 from eagle3_forensics.errors import BadArgumentsError
-from eagle3_forensics.io.shard import parse_pair
 
 COMMAND = "audit-data"
 
 
 def run(args: argparse.Namespace) -> int:
     # arguments first: a bad one is refused before torch is imported
-    shard = parse_pair(args.shard)
-    if shard is not None and not args.out:
-        raise BadArgumentsError("--shard needs --out PART.json (the partial result merge combines)")
+    options = scan_options(args)
     kwargs = _template_kwargs(args.chat_template_kwargs)
     if (kwargs or args.launch) and not args.target:
         raise BadArgumentsError(
@@ -43,14 +40,9 @@ def run(args: argparse.Namespace) -> int:
     labeller = greedy_labeller(args.target)
     scan = scan_data(
         args.path,
+        options,
         map_path=args.map,
         drafter=args.drafter,
-        target=args.target,
-        fmt=args.format,
-        max_samples=args.max_samples,
-        shard=shard,
-        max_sample_bytes=args.max_sample_bytes,
-        progress=progress_on(args),
         launch=args.launch,
         template_kwargs=kwargs,
         labeller=labeller,

@@ -1,4 +1,4 @@
-"""What probe-offline, audit-data and merge share: partial files, the unusable-result error, progress."""
+"""What probe-offline, audit-data and merge share: reading options, partial files, the unusable-result error, progress."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_forensics.cli.output import envelope, error_object, strict
-from eagle3_forensics.errors import UnusableInputError
+from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
+from eagle3_forensics.io.dumps.options import ScanOptions
+from eagle3_forensics.io.shard import parse_pair
 from eagle3_forensics.schemas import log_object
 
 PARTIAL_KIND = "eagle3-forensics/partial/1"
@@ -56,6 +58,22 @@ def add_sample_options(p: argparse.ArgumentParser, verb: str) -> None:
 
 def progress_on(args: argparse.Namespace) -> bool:
     return bool(args.progress) if args.progress is not None else sys.stderr.isatty()
+
+
+def scan_options(args: argparse.Namespace) -> ScanOptions:
+    """How probe-offline and audit-data read the dumps, from their shared options; refused (exit 2)
+    before anything heavy is imported. A ``--shard`` needs ``--out``: only a partial file can be merged."""
+    shard = parse_pair(args.shard)
+    if shard is not None and not args.out:
+        raise BadArgumentsError("--shard needs --out PART.json (the partial result merge combines)")
+    return ScanOptions(
+        target=args.target,
+        fmt=args.format,
+        max_samples=args.max_samples,
+        shard=shard,
+        max_sample_bytes=args.max_sample_bytes,
+        progress=progress_on(args),
+    )
 
 
 def write_atomic(path: str | Path, text: str) -> None:

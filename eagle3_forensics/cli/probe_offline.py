@@ -9,13 +9,11 @@ from typing import Any
 from eagle3_forensics.cli.offline_common import (
     add_progress,
     add_sample_options,
-    progress_on,
+    scan_options,
     unusable_error,
     write_partial,
 )
 from eagle3_forensics.cli.output import emit_json
-from eagle3_forensics.errors import BadArgumentsError
-from eagle3_forensics.io.shard import parse_pair
 
 COMMAND = "probe-offline"
 
@@ -25,22 +23,14 @@ def run(args: argparse.Namespace) -> int:
     from eagle3_forensics.probe.offline.scan import parse_engine, scan_offline  # heavy: torch
     from eagle3_forensics.views.offline import render_offline_probe  # heavy: numpy, safetensors
 
-    shard = parse_pair(args.shard)
-    if shard is not None and not args.out:
-        raise BadArgumentsError("--shard needs --out PART.json (the partial result merge combines)")
     counts = scan_offline(
         args.drafter,
         args.data,
-        target=args.target,
+        scan_options(args),
         engine=parse_engine(args.engine),
         k=args.k,
-        fmt=args.format,
-        max_samples=args.max_samples,
-        shard=shard,
-        max_sample_bytes=args.max_sample_bytes,
         device=args.device,
         bucket=args.bucket,
-        progress=progress_on(args),
     )
     if args.out:
         write_partial(args.out, COMMAND, counts.to_dict(), getattr(args, "command_line", None))

@@ -16,6 +16,7 @@ import torch
 
 from eagle3_forensics.errors import BadArgumentsError
 from eagle3_forensics.io.dumps.layouts import LAYOUTS
+from eagle3_forensics.io.dumps.options import DEFAULT_SCAN, ScanOptions
 from eagle3_forensics.io.dumps.read import Item
 from eagle3_forensics.probe.offline.scan import open_offline, scored_slots
 from eagle3_forensics.probe.teacher_forced import score_sequence
@@ -65,18 +66,16 @@ class SampleScorer:
         self,
         drafter: str | Path,
         data: str | Path,
+        options: ScanOptions = DEFAULT_SCAN,
         *,
-        target: str | Path | None = None,
         engine: str = "reference",
         k: int = 3,
         device: str = "cpu",
-        max_samples: int | None = None,
     ) -> None:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise BadArgumentsError(f"k must be a positive integer, got {k!r}")
-        setup = open_offline(
-            drafter, data, target=target, engine=engine, max_samples=max_samples, device=device
-        )
+        setup = open_offline(drafter, data, options, engine=engine, device=device)
+        max_samples = options.max_samples
         self.k = k
         self.engine, self.device, self.dumps = setup.engine, setup.device, setup.dumps
         self.model, self.fc_in, self.teacher = setup.model, setup.fc_in, setup.teacher

@@ -18,6 +18,7 @@ from eagle3_forensics.checks.causes import AUX_CODES, Ranking, rank_causes
 from eagle3_forensics.checks.diagnose import diagnose
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.findings import Finding, Severity
+from eagle3_forensics.io.dumps.options import ScanOptions
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from eagle3_forensics.checks.data.findings import DataAudit
@@ -92,7 +93,11 @@ def why_low_acceptance(
         # serving context from the launch line), each with its cost block
         try:
             audit = audit_data(
-                data, drafter=checkpoint, target=target, launch=launch, labeller=greedy_labeller(target)
+                data,
+                ScanOptions(target=target),
+                drafter=checkpoint,
+                launch=launch,
+                labeller=greedy_labeller(target),
             )
         except UnusableInputError as exc:
             not_checked.append(f"data: {_one_line(exc)}")

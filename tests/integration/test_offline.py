@@ -14,6 +14,7 @@ import pytest
 from dump_builders import ge_data, rows
 
 from eagle3_forensics.cli.main import main
+from eagle3_forensics.io.dumps import ScanOptions
 from eagle3_forensics.probe.offline import probe_offline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +52,7 @@ def live_tf() -> dict:
 
 @pytest.mark.parametrize("layout", ["specforge", "speculators"])
 def test_equals_probe_teacher_forced(live_tf: dict, layout: str) -> None:
-    r = probe_offline(HEALTHY, DUMPS[layout], target=TARGET, device="cpu")
+    r = probe_offline(HEALTHY, DUMPS[layout], ScanOptions(target=TARGET), device="cpu")
     d = r.to_dict()
     tf = d["teacher_forced"]
     assert tf["positions"] == live_tf["positions"]
@@ -68,8 +69,10 @@ def test_equals_probe_teacher_forced(live_tf: dict, layout: str) -> None:
 
 
 def test_broken_drafter_collapses() -> None:
-    good = probe_offline(HEALTHY, DUMPS["specforge"], target=TARGET, device="cpu")
-    bad = probe_offline(DEMO / "drafters" / "d2t_absolute", DUMPS["specforge"], target=TARGET, device="cpu")
+    good = probe_offline(HEALTHY, DUMPS["specforge"], ScanOptions(target=TARGET), device="cpu")
+    bad = probe_offline(
+        DEMO / "drafters" / "d2t_absolute", DUMPS["specforge"], ScanOptions(target=TARGET), device="cpu"
+    )
     assert good.teacher_forced and bad.teacher_forced
     assert good.teacher_forced.simulated_acceptance_length > 2.5
     assert bad.teacher_forced.simulated_acceptance_length < 1.5
@@ -87,7 +90,9 @@ def test_data_teacher_without_target() -> None:
 
 
 def test_by_class_and_along_sequence() -> None:
-    d = probe_offline(HEALTHY, DUMPS["specforge"], target=TARGET, device="cpu", bucket=8).to_dict()
+    d = probe_offline(
+        HEALTHY, DUMPS["specforge"], ScanOptions(target=TARGET), device="cpu", bucket=8
+    ).to_dict()
     rows_ = d["along_sequence"]["rows"]
     assert sum(r["positions"] for r in rows_) == d["teacher_forced"]["positions"]
     assert all(r["to"] - r["from"] == 7 for r in rows_)

@@ -23,12 +23,13 @@ from eagle3_forensics.checks.data import (
     scan_data,
 )
 from eagle3_forensics.findings import DATA_CATALOGUE, Severity
+from eagle3_forensics.io.dumps import ScanOptions
 
 V = 64
 
 
-def codes(path: Path, **kw: object) -> dict[str, str]:
-    a = audit_data(path, **kw)
+def codes(path: Path, target: Path | None = None, max_samples: int | None = None) -> dict[str, str]:
+    a = audit_data(path, ScanOptions(target=target, max_samples=max_samples))
     return {f.code: f.severity.value for f in a.findings}
 
 
@@ -236,7 +237,7 @@ def test_merged_shards_equal_the_single_run(tmp_path: Path, n: int) -> None:
     write_map(tmp_path, data_map(tmp_path, rows(9, seed=4), v=40), V)
     single = finish_audit(scan_data(tmp_path))
     parts = [
-        AuditScan.from_dict(json.loads(json.dumps(scan_data(tmp_path, shard=(i, n)).to_dict())))
+        AuditScan.from_dict(json.loads(json.dumps(scan_data(tmp_path, ScanOptions(shard=(i, n))).to_dict())))
         for i in range(n)
     ]
     merged = finish_audit(merge_scans(parts[::-1]))
@@ -249,13 +250,13 @@ def test_merge_refuses_missing_or_foreign_parts(tmp_path: Path) -> None:
 
     healthy(tmp_path / "a")
     healthy(tmp_path / "b", n=7)
-    p0 = scan_data(tmp_path / "a", shard=(0, 2))
+    p0 = scan_data(tmp_path / "a", ScanOptions(shard=(0, 2)))
     with pytest.raises(UnusableInputError, match="missing 1/2"):
         merge_scans([p0])
     with pytest.raises(BadArgumentsError, match="settings differ"):
-        merge_scans([p0, scan_data(tmp_path / "b", shard=(1, 2))])
+        merge_scans([p0, scan_data(tmp_path / "b", ScanOptions(shard=(1, 2)))])
     with pytest.raises(UnusableInputError, match="duplicated"):
-        merge_scans([p0, p0, scan_data(tmp_path / "a", shard=(1, 2))])
+        merge_scans([p0, p0, scan_data(tmp_path / "a", ScanOptions(shard=(1, 2)))])
 
 
 def _chat_target(root: Path) -> tuple[Path, dict[str, int]]:
@@ -287,7 +288,7 @@ def test_masks_that_miss_every_assistant_turn(tmp_path: Path) -> None:
     speculators(tmp_path / "ok", [(conv, right)] * 2)
     speculators(tmp_path / "bad", [(conv, wrong), (conv, right)])
     assert "DATA_LOSS_MASK_SUSPICIOUS" not in codes(tmp_path / "ok", target=t)
-    a = audit_data(tmp_path / "bad", target=t)
+    a = audit_data(tmp_path / "bad", ScanOptions(target=t))
     f = next(x for x in a.findings if x.code == "DATA_LOSS_MASK_SUSPICIOUS")
     assert f.evidence["off_assistant_turns"]["count"] == 1
     assert f.evidence["off_assistant_turns"]["examples"][0]["index"] == 0

@@ -19,6 +19,7 @@ pytest.importorskip("jinja2")
 from chat_data_builders import Target, build_chat_target, make_set
 
 from eagle3_forensics.checks.data import audit_data, finish_audit, merge_scans, scan_data
+from eagle3_forensics.io.dumps import ScanOptions
 from eagle3_forensics.probe.offline.teacher import GreedyLabeller
 from eagle3_forensics.vocab.chat import load_chat_template
 from eagle3_forensics.vocab.renderings import classify, outcome, renderings
@@ -61,7 +62,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def run(world: dict[str, Path], name: str, **kw: Any) -> Any:
     kw.setdefault("launch", SERVED)
-    return audit_data(world[name], target=world["target"], labeller=GreedyLabeller(world["target"]), **kw)
+    return audit_data(
+        world[name], ScanOptions(target=world["target"]), labeller=GreedyLabeller(world["target"]), **kw
+    )
 
 
 def codes(a: Any) -> dict[str, str]:
@@ -147,9 +150,9 @@ def test_short_against_long(world: dict[str, Path]) -> None:
 
 def test_shards_merge_to_the_single_run(world: dict[str, Path]) -> None:
     lab = GreedyLabeller(world["target"])
-    single = audit_data(world["foreign"], target=world["target"], labeller=lab)
+    single = audit_data(world["foreign"], ScanOptions(target=world["target"]), labeller=lab)
     parts = [
-        scan_data(world["foreign"], target=world["target"], labeller=lab, shard=(i, 2)).to_dict()
+        scan_data(world["foreign"], ScanOptions(target=world["target"], shard=(i, 2)), labeller=lab).to_dict()
         for i in range(2)
     ]
     from eagle3_forensics.checks.data.merge import AuditScan

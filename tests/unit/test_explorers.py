@@ -15,6 +15,7 @@ from builders import DIR_PAYLOAD, TENSOR_PAYLOAD
 pytest.importorskip("pandas")
 
 from eagle3_forensics.checks.diagnose import diagnose, inspect_checkpoint
+from eagle3_forensics.io.dumps import ScanOptions
 from eagle3_forensics.probe.offline import OfflineProbeResult, probe_offline
 from eagle3_forensics.probe.samples import SampleScorer
 from eagle3_forensics.views import explorers as x
@@ -228,8 +229,8 @@ def test_probe_explorer_static_view(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def scored() -> tuple[SampleScorer, OfflineProbeResult]:
     args = (DEMO / "drafters" / "healthy", DEMO / "dumps" / "specforge")
-    r = probe_offline(*args, target=TARGET, k=3, device="cpu")
-    return SampleScorer(*args, target=TARGET, k=3, device="cpu"), r
+    r = probe_offline(*args, ScanOptions(target=TARGET), k=3, device="cpu")
+    return SampleScorer(*args, ScanOptions(target=TARGET), k=3, device="cpu"), r
 
 
 def test_sample_scores_add_up_to_probe_offline(scored: tuple[SampleScorer, OfflineProbeResult]) -> None:

@@ -19,6 +19,7 @@ from eagle3_forensics.checks.data.target_scan import Labeller
 from eagle3_forensics.errors import ExitCode
 from eagle3_forensics.findings import Finding, Severity, count_by_severity, sort_findings
 from eagle3_forensics.io.dumps.layouts import LAYOUTS
+from eagle3_forensics.io.dumps.options import DEFAULT_SCAN, ScanOptions
 from eagle3_forensics.io.dumps.read import MAX_LIST
 from eagle3_forensics.vocab.mapping.build import select_draft_vocab
 from eagle3_forensics.vocab.mapping.counts import TokenCounts
@@ -555,28 +556,22 @@ def _target_findings(scan: AuditScan) -> list[Finding]:
 
 def audit_data(
     path: str | Path,
+    options: ScanOptions = DEFAULT_SCAN,
     *,
     map_path: str | Path | None = None,
     drafter: str | Path | None = None,
-    target: str | Path | None = None,
-    fmt: str = "auto",
-    max_samples: int | None = None,
-    progress: bool = False,
-    on_scan: Callable[[AuditScan], None] | None = None,
     launch: str | None = None,
     template_kwargs: dict[str, Any] | None = None,
     labeller: Labeller | None = None,
+    on_scan: Callable[[AuditScan], None] | None = None,
 ) -> DataAudit:
-    """Scan every sample under ``path`` and judge the data (the one-machine run); ``launch``,
-    ``template_kwargs`` and ``labeller`` as :func:`~eagle3_forensics.checks.data.scan.scan_data`."""
+    """Scan every sample under ``path`` and judge the data (the one-machine run); the arguments as
+    :func:`~eagle3_forensics.checks.data.scan.scan_data`."""
     scan = scan_data(
         path,
+        options,
         map_path=map_path,
         drafter=drafter,
-        target=target,
-        fmt=fmt,
-        max_samples=max_samples,
-        progress=progress,
         launch=launch,
         template_kwargs=template_kwargs,
         labeller=labeller,

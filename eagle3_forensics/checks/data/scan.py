@@ -15,11 +15,12 @@ import numpy as np
 from eagle3_forensics.checks.data.merge import AuditScan
 from eagle3_forensics.checks.data.target_scan import Labeller, SampleFit, serving_settings
 from eagle3_forensics.checks.vocab_map import fix_for_kind
-from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
+from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.checkpoint import safe_torch_load
 from eagle3_forensics.io.drafter import read_drafter
 from eagle3_forensics.io.dumps.bounded import cap_from_configs
+from eagle3_forensics.io.dumps.options import DEFAULT_SCAN, ScanOptions
 from eagle3_forensics.io.dumps.read import DumpSet, open_dumps
 from eagle3_forensics.io.shard import parse_pair
 from eagle3_forensics.io.target import open_target
@@ -275,27 +276,22 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
 
 def scan_data(
     path: str | Path,
+    options: ScanOptions = DEFAULT_SCAN,
     *,
     map_path: str | Path | None = None,
     drafter: str | Path | None = None,
-    target: str | Path | None = None,
-    fmt: str = "auto",
-    max_samples: int | None = None,
-    shard: tuple[int, int] | None = None,
-    progress: bool = False,
-    max_sample_bytes: int | None = None,
     launch: str | None = None,
     template_kwargs: dict[str, Any] | None = None,
     labeller: Labeller | None = None,
 ) -> AuditScan:
-    """Read the samples under ``path`` (this shard's share) into an :class:`AuditScan`.
+    """Read the samples under ``path`` (this shard's share: ``options.shard``) into an :class:`AuditScan`.
 
-    With ``target``: each sample's rendering against the target's chat template (in the serving mode:
+    With ``options.target``: each sample's rendering against the target's chat template (in the serving mode:
     ``template_kwargs``, else the template's default) and its length against the serving context
     (``launch``'s, else the target's); with ``labeller`` (``probe.offline.teacher.GreedyLabeller``,
     which the CLI passes), the agreement of the data's next tokens with the target's greedy ones."""
-    if max_samples is not None and max_samples < 1:
-        raise BadArgumentsError("--max-samples must be at least 1")
+    target, fmt, max_samples, shard = options.target, options.fmt, options.max_samples, options.shard
+    max_sample_bytes, progress = options.max_sample_bytes, options.progress
     hint = None
     if target is not None:
         hint = (_target_facts(target) or {}).get("hidden_size")

@@ -1,7 +1,7 @@
 """Offline training data on disk: hidden-state dumps of every trainer, read one sample at a time.
 
 ``layouts`` describes each writer's layout as data; ``read`` finds the files, decides the layout
-and normalises each sample; ``arrow_dataset`` reads (and, for the demo, writes) the Arrow IPC files of
+and normalises each sample; ``options`` says how a scan reads them (:class:`ScanOptions`); ``arrow_dataset`` reads (and, for the demo, writes) the Arrow IPC files of
 speculators' datasets with pyarrow (the ``offline`` extra).
 """
 
@@ -18,6 +18,7 @@ _EXPORTS = {
     "Sample": "read",
     "SampleError": "read",
     "open_dumps": "read",
+    "ScanOptions": "options",
     "ArrowStream": "arrow_dataset",
     "ArrowError": "arrow_dataset",
     "write_stream": "arrow_dataset",

@@ -23,6 +23,7 @@ from eagle3_forensics.engines import resolve_release
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.io.dumps.bounded import cap_from_configs
 from eagle3_forensics.io.dumps.layouts import LAYOUTS
+from eagle3_forensics.io.dumps.options import DEFAULT_SCAN, ScanOptions
 from eagle3_forensics.io.dumps.read import DumpSet, Sample, SampleError, open_dumps
 from eagle3_forensics.probe.offline.counts import OfflineCounts, add_group, group_order, zero_group
 from eagle3_forensics.probe.offline.result import OfflineProbeResult, finish_probe
@@ -138,17 +139,20 @@ class OfflineSetup:
 def open_offline(
     drafter: str | Path,
     data: str | Path,
+    options: ScanOptions = DEFAULT_SCAN,
     *,
-    target: str | Path | None = None,
     engine: str = "reference",
-    fmt: str = "auto",
-    max_samples: int | None = None,
     device: str = "auto",
-    max_sample_bytes: int | None = None,
 ) -> OfflineSetup:
     """Open the dumps, load the drafter and the teacher, and check they fit together (one
     :class:`~eagle3_forensics.errors.UnusableInputError` naming the finding code when not):
     shared by :func:`scan_offline` and the sample browser (:mod:`eagle3_forensics.probe.samples`)."""
+    target, fmt, max_samples, max_sample_bytes = (
+        options.target,
+        options.fmt,
+        options.max_samples,
+        options.max_sample_bytes,
+    )
     engine = parse_engine(engine)
     if not Path(drafter).exists():
         raise UnusableInputError(f"no such drafter checkpoint: {drafter}", path=str(drafter))
@@ -197,36 +201,21 @@ def open_offline(
 def scan_offline(
     drafter: str | Path,
     data: str | Path,
+    options: ScanOptions = DEFAULT_SCAN,
     *,
-    target: str | Path | None = None,
     engine: str = "reference",
     k: int = 3,
-    fmt: str = "auto",
-    max_samples: int | None = None,
-    shard: tuple[int, int] | None = None,
     device: str = "auto",
     bucket: int = DEFAULT_BUCKET,
-    progress: bool = False,
-    max_sample_bytes: int | None = None,
 ) -> OfflineCounts:
-    """Score this shard's samples: the mergeable counts (see :func:`finish_probe`)."""
+    """Score this shard's samples (``options.shard``): the mergeable counts (see :func:`finish_probe`)."""
+    target, fmt, max_samples, shard = options.target, options.fmt, options.max_samples, options.shard
     engine = parse_engine(engine)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise BadArgumentsError(f"--k must be a positive integer, got {k!r}")
-    if max_samples is not None and max_samples < 1:
-        raise BadArgumentsError("--max-samples must be at least 1")
     if bucket < 1:
         raise BadArgumentsError("--bucket must be at least 1")
-    setup = open_offline(
-        drafter,
-        data,
-        target=target,
-        engine=engine,
-        fmt=fmt,
-        max_samples=max_samples,
-        device=device,
-        max_sample_bytes=max_sample_bytes,
-    )
+    setup = open_offline(drafter, data, options, engine=engine, device=device)
     engine, dev, dtype, ds = setup.engine, setup.device, setup.dtype, setup.dumps
     model, fc_in, teacher = setup.model, setup.fc_in, setup.teacher
     in_vocab = torch.zeros(
@@ -258,7 +247,7 @@ def scan_offline(
     items = ds.select(max_samples, shard)
     counts.files = len(items)
     bar = None
-    if progress:
+    if options.progress:
         from tqdm import tqdm  # heavy: tqdm
 
         bar = tqdm(total=len(items), desc="probe-offline", unit="sample", leave=False, dynamic_ncols=True)
@@ -353,27 +342,14 @@ def _score_one(
 def probe_offline(
     drafter: str | Path,
     data: str | Path,
+    options: ScanOptions = DEFAULT_SCAN,
     *,
-    target: str | Path | None = None,
     engine: str = "reference",
     k: int = 3,
-    fmt: str = "auto",
-    max_samples: int | None = None,
     device: str = "auto",
     bucket: int = DEFAULT_BUCKET,
-    progress: bool = False,
 ) -> OfflineProbeResult:
     """Teacher-forced acceptance of ``drafter`` over the dumps under ``data`` (one machine)."""
-    counts = scan_offline(
-        drafter,
-        data,
-        target=target,
-        engine=engine,
-        k=k,
-        fmt=fmt,
-        max_samples=max_samples,
-        device=device,
-        bucket=bucket,
-        progress=progress,
+    return finish_probe(
+        scan_offline(drafter, data, options, engine=engine, k=k, device=device, bucket=bucket)
     )
-    return finish_probe(counts)
