@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle3_forensics.findings import CATALOGUE, CHECK_CATALOGUE, Finding, Severity
+from eagle3_forensics.findings import CATALOGUE, CHECK_CATALOGUE, DATA_CATALOGUE, Finding, Severity
 
 #: the smallest acceptance-length drop (bonus token included) counted as a cost; below the baseline
 #: gate's tolerance (0.1) so a real drop is never hidden, above the last-digit noise of a CPU probe
@@ -42,20 +42,10 @@ SERVER = "server settings"
 #: the categories in the order notebook 06 explains them (ties in cost keep this order)
 CATEGORIES: tuple[str, ...] = (CHECKPOINT, DATA, TEMPLATE, LENGTH, VOCABULARY, SERVER)
 
-#: codes that can lower acceptance, by category. A code not listed (and not a static check of the
-#: checkpoint) is reported beside the ranking, never ranked: it does not cost acceptance by itself.
+#: codes that can lower acceptance, by category. Every other audit-data code (``DATA_CATALOGUE``)
+#: is a data-provenance cause; a code neither listed nor a static check of the checkpoint is
+#: reported beside the ranking, never ranked: it does not cost acceptance by itself.
 _BY_CATEGORY: dict[str, tuple[str, ...]] = {
-    DATA: (
-        "DATA_NOT_FROM_TARGET",
-        "DATA_TARGET_MISMATCH",
-        "DATA_VOCAB_MAP_NOT_FROM_DATA",
-        "DATA_NOT_EAGLE3",
-        "DATA_LAYOUT_BROKEN",
-        "DATA_LOSS_MASK_EMPTY",
-        "DATA_LOSS_MASK_SUSPICIOUS",
-        "DATA_HIDDEN_NONFINITE",
-        "DATA_AUX_WIDTH_MISMATCH",
-    ),
     TEMPLATE: ("DATA_TEMPLATE_MISMATCH",),
     LENGTH: ("CONTEXT_BEYOND_TRAINING", "CONTEXT_TOO_SHORT", "DATA_SEQ_TOO_LONG", "LAUNCH_CONTEXT_SHRUNK"),
     VOCABULARY: ("VOCAB_SPECIAL_TOKENS_MISSING", "DATA_COVERAGE_LOW"),
@@ -123,6 +113,8 @@ def category(code: str) -> str | None:
     for cat, codes in _BY_CATEGORY.items():
         if code in codes:
             return cat
+    if code in DATA_CATALOGUE:
+        return DATA
     if code in CHECK_CATALOGUE or code.startswith(_STATIC_PREFIXES):
         return CHECKPOINT
     return None

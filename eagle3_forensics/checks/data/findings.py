@@ -17,31 +17,14 @@ from eagle3_forensics.checks.data.scan import scan_data
 from eagle3_forensics.checks.data.target_findings import target_fit_findings
 from eagle3_forensics.checks.data.target_scan import Labeller
 from eagle3_forensics.errors import ExitCode
-from eagle3_forensics.findings import Finding, Severity, count_by_severity, sort_findings
+from eagle3_forensics.findings import DATA_CATALOGUE, Finding, Severity, count_by_severity, sort_findings
 from eagle3_forensics.io.dumps.layouts import LAYOUTS
 from eagle3_forensics.io.dumps.options import DEFAULT_SCAN, ScanOptions
 from eagle3_forensics.io.dumps.read import MAX_LIST
 from eagle3_forensics.vocab.mapping.build import select_draft_vocab
 from eagle3_forensics.vocab.mapping.counts import TokenCounts
 
-DATA_CODES: tuple[str, ...] = (
-    "DATA_UNREADABLE",
-    "DATA_NOT_EAGLE3",
-    "DATA_LAYOUT_BROKEN",
-    "DATA_LOSS_MASK_EMPTY",
-    "DATA_LOSS_MASK_SUSPICIOUS",
-    "DATA_HIDDEN_NONFINITE",
-    "DATA_AUX_WIDTH_MISMATCH",
-    "DATA_SEQ_TOO_LONG",
-    "DATA_TARGET_MISMATCH",
-    "DATA_VOCAB_MAP_NOT_FROM_DATA",
-    "DATA_COVERAGE_LOW",
-    "DATA_DUPLICATE_SAMPLES",
-    "DATA_NOT_FROM_TARGET",
-    "DATA_TEMPLATE_MISMATCH",
-    "DATA_TRAINED_LENGTH",
-    "CONTEXT_BEYOND_TRAINING",
-)
+DATA_CODES: tuple[str, ...] = tuple(DATA_CATALOGUE)  # the catalogue is the one list
 COVERAGE_WARN = 0.90  # below: a drafter can accept at most this share of the trained tokens
 COVERAGE_ERROR = 0.50
 COVERAGE_GAP = 0.02  # a map leaving this much coverage on the table that a map from the data would get
