@@ -385,39 +385,11 @@ def execute(plan: RepairPlan, dest: str | Path, *, force: bool = False) -> Repai
     display = _display(plan)
     try:
         fingerprint, src_hashes = _source_hashes(ckpt)
-        new_hashes = _write_weights(plan, tmp)
-        _fsync_path(tmp / SAFETENSORS_FILE)
-        _test_pause()
-        cfg_path = tmp / CONFIG_FILE
-        if plan.config_changed:
-            _write_json(cfg_path, plan.config_after)
-        else:
-            shutil.copyfile(ckpt.path / CONFIG_FILE, cfg_path)
-            _fsync_path(cfg_path)
-        for name in plan.files_copied:
-            shutil.copyfile(ckpt.path / name, tmp / name)
-            _fsync_path(tmp / name)
-
+        new_hashes = _write_copy(plan, ckpt, tmp)
         verification = diagnose(tmp, target=plan.target, engines=[plan.spec or plan.engine])
-        errors = [
-            f
-            for f in verification.findings
-            if f.severity is Severity.ERROR and f.engine in (None, plan.engine)
-        ]
-        _, _, out_hashes = scan_safetensors(tmp / SAFETENSORS_FILE)
-        mismatched = []
-        for name, p in plan._planned.items():
-            want = new_hashes.get(name) if p.data is not None else src_hashes.get(p.source or "")
-            if want is not None and out_hashes.get(name) != want:
-                mismatched.append(name)
-        if set(out_hashes) != set(plan._planned):
-            mismatched.append("(tensor set differs from the plan)")
-        if errors or mismatched:
+        why = _not_verified(plan, verification, tmp, src_hashes, new_hashes)
+        if why:
             shutil.rmtree(tmp, ignore_errors=True)
-            why = "; ".join(
-                [f"{f.code}: {f.message}" for f in errors]
-                + ([f"bytes differ from the plan for {', '.join(mismatched[:5])}"] if mismatched else [])
-            )
             return RepairResult(
                 "not-verified",
                 ExitCode.FINDINGS,
@@ -426,62 +398,7 @@ def execute(plan: RepairPlan, dest: str | Path, *, force: bool = False) -> Repai
                 None,
                 verification,
             )
-
-        changes, unchanged = _tensor_changes(plan, src_hashes, new_hashes)
-        previous = []
-        prev_path = ckpt.path / RECORD_FILE
-        if prev_path.is_file():
-            with contextlib.suppress(OSError, ValueError):
-                prev = json.loads(prev_path.read_text(encoding="utf-8"))
-                previous = [
-                    *(prev.get("previous_repairs") or []),
-                    {k: v for k, v in prev.items() if k != "previous_repairs"},
-                ]
-        record = {
-            "record_version": RECORD_VERSION,
-            "tool": "eagle3-forensics",
-            "tool_version": __version__,
-            "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "engine": plan.engine,
-            "engine_release": plan.release,
-            "engine_revision": resolve_release(plan.spec or plan.engine).revision,
-            "source": {
-                "path": str(ckpt.path.resolve()),
-                "format": plan.diagnosis.format if plan.diagnosis else None,
-                "weight_format": ckpt.weight_format,
-                "fingerprint": fingerprint,
-            },
-            "destination": str(d),
-            "options": plan.options,
-            "steps": [s.to_dict() for s in plan.steps],
-            "coverage": plan.coverage,
-            "tensors": {
-                "changed": changes,
-                "unchanged": unchanged,
-                "copied_bit_exact": sum(1 for p in plan._planned.values() if p.data is None),
-            },
-            "config": {
-                "changed": plan.config_changed,
-                "sha256_before": fingerprint["files"].get(CONFIG_FILE, {}).get("sha256"),
-                "sha256_after": _file_sha256(cfg_path),
-            },
-            "files_copied": plan.files_copied,
-            "files_not_copied": plan.files_not_copied,
-            "verification": {
-                "engine": plan.engine,
-                "errors": [],
-                "warnings": sorted(
-                    {
-                        f.code
-                        for f in verification.findings
-                        if f.severity is Severity.WARNING and f.engine in (None, plan.engine)
-                    }
-                ),
-                "verdict": verification.verdict(plan.engine),
-            },
-            "stale_temp_dirs_removed": cleaned,
-            "previous_repairs": previous,
-        }
+        record = _record(plan, ckpt, d, tmp, fingerprint, src_hashes, new_hashes, verification, cleaned)
         _write_json(tmp / RECORD_FILE, record)
         _fsync_path(tmp, directory=True)
         _commit(tmp, d, force)
@@ -497,6 +414,121 @@ def execute(plan: RepairPlan, dest: str | Path, *, force: bool = False) -> Repai
         else f"already ready for {display}: copied to {dest} unchanged and verified (no error)"
     )
     return RepairResult("repaired", ExitCode.OK, msg, plan, str(dest), verification, record)
+
+
+def _write_copy(plan: RepairPlan, ckpt: Checkpoint, tmp: Path) -> dict[str, str]:
+    """Write the planned weights, the config and the copied files into ``tmp``; the new tensors' hashes."""
+    new_hashes = _write_weights(plan, tmp)
+    _fsync_path(tmp / SAFETENSORS_FILE)
+    _test_pause()
+    cfg_path = tmp / CONFIG_FILE
+    if plan.config_changed:
+        _write_json(cfg_path, plan.config_after)
+    else:
+        shutil.copyfile(ckpt.path / CONFIG_FILE, cfg_path)
+        _fsync_path(cfg_path)
+    for name in plan.files_copied:
+        shutil.copyfile(ckpt.path / name, tmp / name)
+        _fsync_path(tmp / name)
+    return new_hashes
+
+
+def _not_verified(
+    plan: RepairPlan,
+    verification: Diagnosis,
+    tmp: Path,
+    src_hashes: dict[str, str],
+    new_hashes: dict[str, str],
+) -> str:
+    """Why the written copy is not what was planned (an error finding left, bytes that differ), or ``""``."""
+    errors = [
+        f for f in verification.findings if f.severity is Severity.ERROR and f.engine in (None, plan.engine)
+    ]
+    _, _, out_hashes = scan_safetensors(tmp / SAFETENSORS_FILE)
+    mismatched = []
+    for name, p in plan._planned.items():
+        want = new_hashes.get(name) if p.data is not None else src_hashes.get(p.source or "")
+        if want is not None and out_hashes.get(name) != want:
+            mismatched.append(name)
+    if set(out_hashes) != set(plan._planned):
+        mismatched.append("(tensor set differs from the plan)")
+    return "; ".join(
+        [f"{f.code}: {f.message}" for f in errors]
+        + ([f"bytes differ from the plan for {', '.join(mismatched[:5])}"] if mismatched else [])
+    )
+
+
+def _previous_repairs(ckpt: Checkpoint) -> list[dict[str, Any]]:
+    """The source's own repair record and the ones before it (a repaired drafter repaired again)."""
+    prev_path = ckpt.path / RECORD_FILE
+    if prev_path.is_file():
+        with contextlib.suppress(OSError, ValueError):
+            prev = json.loads(prev_path.read_text(encoding="utf-8"))
+            return [
+                *(prev.get("previous_repairs") or []),
+                {k: v for k, v in prev.items() if k != "previous_repairs"},
+            ]
+    return []
+
+
+def _record(
+    plan: RepairPlan,
+    ckpt: Checkpoint,
+    d: Path,
+    tmp: Path,
+    fingerprint: dict[str, Any],
+    src_hashes: dict[str, str],
+    new_hashes: dict[str, str],
+    verification: Diagnosis,
+    cleaned: list[str],
+) -> dict[str, Any]:
+    """The repair record written beside the copy (``RECORD_FILE``): what was done, from what, verified how."""
+    changes, unchanged = _tensor_changes(plan, src_hashes, new_hashes)
+    return {
+        "record_version": RECORD_VERSION,
+        "tool": "eagle3-forensics",
+        "tool_version": __version__,
+        "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "engine": plan.engine,
+        "engine_release": plan.release,
+        "engine_revision": resolve_release(plan.spec or plan.engine).revision,
+        "source": {
+            "path": str(ckpt.path.resolve()),
+            "format": plan.diagnosis.format if plan.diagnosis else None,
+            "weight_format": ckpt.weight_format,
+            "fingerprint": fingerprint,
+        },
+        "destination": str(d),
+        "options": plan.options,
+        "steps": [s.to_dict() for s in plan.steps],
+        "coverage": plan.coverage,
+        "tensors": {
+            "changed": changes,
+            "unchanged": unchanged,
+            "copied_bit_exact": sum(1 for p in plan._planned.values() if p.data is None),
+        },
+        "config": {
+            "changed": plan.config_changed,
+            "sha256_before": fingerprint["files"].get(CONFIG_FILE, {}).get("sha256"),
+            "sha256_after": _file_sha256(tmp / CONFIG_FILE),
+        },
+        "files_copied": plan.files_copied,
+        "files_not_copied": plan.files_not_copied,
+        "verification": {
+            "engine": plan.engine,
+            "errors": [],
+            "warnings": sorted(
+                {
+                    f.code
+                    for f in verification.findings
+                    if f.severity is Severity.WARNING and f.engine in (None, plan.engine)
+                }
+            ),
+            "verdict": verification.verdict(plan.engine),
+        },
+        "stale_temp_dirs_removed": cleaned,
+        "previous_repairs": _previous_repairs(ckpt),
+    }
 
 
 def _display(plan: RepairPlan) -> str:

@@ -190,86 +190,15 @@ def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str |
     nb_dir_raw = data.get("notebooks_dir")
     nb_dir = NOTEBOOKS_DIR if nb_dir_raw is None else (base / os.path.expanduser(str(nb_dir_raw))).resolve()
     global_params = _resolve_paths(_mapping(data.get("parameters"), "parameters"), path_names, base)
-
-    nb_spec = data.get("notebooks")
-    if isinstance(nb_spec, list):
-        nb_spec = {str(n): {} for n in nb_spec}
-    notebooks = _mapping(nb_spec, "notebooks")
-    if not notebooks:
-        raise UnusableInputError("config: no notebooks listed")
-    declared: dict[str, dict[str, Any]] = {}
-    nb_params: dict[str, dict[str, Any]] = {}
-    for name, spec in notebooks.items():
-        stem = name[:-6] if name.endswith(".ipynb") else name
-        f = nb_dir / f"{stem}.ipynb"
-        if not f.is_file():
-            raise UnusableInputError(f"config: notebook {f} not found")
-        declared[stem] = notebook_parameters(f)
-        params = _resolve_paths(_mapping(spec, f"notebooks.{name}"), path_names, base)
-        bad = set(params) - set(declared[stem])
-        if bad:
-            raise UnusableInputError(
-                f"config: notebook {stem} has no parameter(s) {', '.join(sorted(bad))} "
-                f"(it declares {', '.join(declared[stem]) or 'none'})"
-            )
-        nb_params[stem] = params
+    declared, nb_params = _notebooks(data, nb_dir, path_names, base)
     names = list(declared)
-
-    drafters: dict[str, dict[str, Any]] = {}
-    if data.get("drafters_from") is not None:
-        root = (base / os.path.expanduser(str(data["drafters_from"]))).resolve()
-        if not root.is_dir():
-            raise UnusableInputError(
-                f"config: drafters_from {root} is not a directory (create the demo with `make data`)"
-            )
-        for d in sorted(x for x in root.iterdir() if x.is_dir() and not x.name.startswith(".")):
-            drafters[d.name] = {"checkpoint": str(d)}
-    for dname, spec in _mapping(data.get("drafters"), "drafters").items():
-        drafters[dname] = (
-            {"checkpoint": spec} if isinstance(spec, str) else _mapping(spec, f"drafters.{dname}")
-        )
-    if not drafters:
-        raise UnusableInputError("config: no drafters (give `drafters` or `drafters_from`)")
-
+    drafters = _drafters(data, base)
     pools = _pools(data.get("pools"), names)
     pool_of = {n: p for p, nbs in pools.items() for n in nbs}
-
     jobs: list[Job] = []
     stems: set[str] = set()
     for dname, spec in drafters.items():
-        unknown_d = set(spec) - {"checkpoint", "parameters", "notebooks"}
-        if unknown_d:
-            raise UnusableInputError(
-                f"config: drafters.{dname}: unknown key(s) {', '.join(sorted(unknown_d))} "
-                "(checkpoint, parameters, notebooks)"
-            )
-        d_params = _resolve_paths(
-            _mapping(spec.get("parameters"), f"drafters.{dname}.parameters"), path_names, base
-        )
-        if spec.get("checkpoint") is not None:
-            d_params = {
-                **_resolve_paths({"checkpoint": str(spec["checkpoint"])}, path_names, base),
-                **d_params,
-            }
-        chosen = spec.get("notebooks")
-        if chosen is not None:
-            chosen = _config_names(chosen, f"drafters.{dname}.notebooks")
-        selected = (
-            names
-            if chosen is None
-            else [str(n)[:-6] if str(n).endswith(".ipynb") else str(n) for n in chosen]
-        )
-        missing = [n for n in selected if n not in declared]
-        if missing:
-            raise UnusableInputError(
-                f"config: drafters.{dname}.notebooks names {', '.join(missing)}, "
-                "which the config's notebooks do not list"
-            )
-        for k in d_params:
-            if not any(k in declared[n] for n in selected):
-                raise UnusableInputError(
-                    f"config: drafters.{dname}: no listed notebook has a parameter {k!r}"
-                )
+        d_params, selected = _drafter_parameters(dname, spec, declared, path_names, base)
         for n in selected:
             params = {k: v for k, v in global_params.items() if k in declared[n]}
             params.update(nb_params[n])
@@ -280,15 +209,7 @@ def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str |
             stems.add(stem)
             _check_engines(params, f"{dname}/{n}")
             jobs.append(Job(dname, n, str(nb_dir / f"{n}.ipynb"), params, stem, pool_of.get(n, DEFAULT_POOL)))
-
-    gate = _mapping(data.get("gate"), "gate")
-    tolerance = dict(DEFAULT_TOLERANCE)
-    tolerance.update(
-        {
-            k: _config_number(v, f"gate.tolerance.{k}", float)
-            for k, v in _mapping(gate.get("tolerance"), "gate.tolerance").items()
-        }
-    )
+    tolerance = _tolerance(data)
     workers = _config_number(data.get("workers") or 1, "workers", int)
     kernels = str(data.get("kernels") or "fresh")
     if kernels not in KERNEL_MODES:
@@ -311,6 +232,107 @@ def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str |
         pools=pools,
         kernels=kernels,
     )
+
+
+def _notebooks(
+    data: dict[str, Any], nb_dir: Path, path_names: Sequence[str], base: Path
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The listed notebooks: ``(parameters each declares, parameters the config sets for each)``."""
+    nb_spec = data.get("notebooks")
+    if isinstance(nb_spec, list):
+        nb_spec = {str(n): {} for n in nb_spec}
+    notebooks = _mapping(nb_spec, "notebooks")
+    if not notebooks:
+        raise UnusableInputError("config: no notebooks listed")
+    declared: dict[str, dict[str, Any]] = {}
+    nb_params: dict[str, dict[str, Any]] = {}
+    for name, spec in notebooks.items():
+        stem = name[:-6] if name.endswith(".ipynb") else name
+        f = nb_dir / f"{stem}.ipynb"
+        if not f.is_file():
+            raise UnusableInputError(f"config: notebook {f} not found")
+        declared[stem] = notebook_parameters(f)
+        params = _resolve_paths(_mapping(spec, f"notebooks.{name}"), path_names, base)
+        bad = set(params) - set(declared[stem])
+        if bad:
+            raise UnusableInputError(
+                f"config: notebook {stem} has no parameter(s) {', '.join(sorted(bad))} "
+                f"(it declares {', '.join(declared[stem]) or 'none'})"
+            )
+        nb_params[stem] = params
+    return declared, nb_params
+
+
+def _drafters(data: dict[str, Any], base: Path) -> dict[str, dict[str, Any]]:
+    """Every drafter directory under ``drafters_from``, then the ``drafters`` listed by name."""
+    drafters: dict[str, dict[str, Any]] = {}
+    if data.get("drafters_from") is not None:
+        root = (base / os.path.expanduser(str(data["drafters_from"]))).resolve()
+        if not root.is_dir():
+            raise UnusableInputError(
+                f"config: drafters_from {root} is not a directory (create the demo with `make data`)"
+            )
+        for d in sorted(x for x in root.iterdir() if x.is_dir() and not x.name.startswith(".")):
+            drafters[d.name] = {"checkpoint": str(d)}
+    for dname, spec in _mapping(data.get("drafters"), "drafters").items():
+        drafters[dname] = (
+            {"checkpoint": spec} if isinstance(spec, str) else _mapping(spec, f"drafters.{dname}")
+        )
+    if not drafters:
+        raise UnusableInputError("config: no drafters (give `drafters` or `drafters_from`)")
+    return drafters
+
+
+def _drafter_parameters(
+    dname: str,
+    spec: dict[str, Any],
+    declared: dict[str, dict[str, Any]],
+    path_names: Sequence[str],
+    base: Path,
+) -> tuple[dict[str, Any], list[str]]:
+    """One drafter's parameters (its checkpoint among them) and the notebooks it runs, checked."""
+    unknown_d = set(spec) - {"checkpoint", "parameters", "notebooks"}
+    if unknown_d:
+        raise UnusableInputError(
+            f"config: drafters.{dname}: unknown key(s) {', '.join(sorted(unknown_d))} "
+            "(checkpoint, parameters, notebooks)"
+        )
+    d_params = _resolve_paths(
+        _mapping(spec.get("parameters"), f"drafters.{dname}.parameters"), path_names, base
+    )
+    if spec.get("checkpoint") is not None:
+        d_params = {**_resolve_paths({"checkpoint": str(spec["checkpoint"])}, path_names, base), **d_params}
+    chosen = spec.get("notebooks")
+    if chosen is not None:
+        chosen = _config_names(chosen, f"drafters.{dname}.notebooks")
+    selected = (
+        list(declared)
+        if chosen is None
+        else [str(n)[:-6] if str(n).endswith(".ipynb") else str(n) for n in chosen]
+    )
+    missing = [n for n in selected if n not in declared]
+    if missing:
+        raise UnusableInputError(
+            f"config: drafters.{dname}.notebooks names {', '.join(missing)}, "
+            "which the config's notebooks do not list"
+        )
+    for k in d_params:
+        if not any(k in declared[n] for n in selected):
+            raise UnusableInputError(f"config: drafters.{dname}: no listed notebook has a parameter {k!r}")
+    return d_params, selected
+
+
+def _tolerance(data: dict[str, Any]) -> dict[str, float]:
+    """The gate's tolerances: the defaults, overridden by ``gate.tolerance``."""
+    gate = _mapping(data.get("gate"), "gate")
+    tolerance = dict(DEFAULT_TOLERANCE)
+    tolerance.update(
+        {
+            k: _config_number(v, f"gate.tolerance.{k}", float)
+            for k, v in _mapping(gate.get("tolerance"), "gate.tolerance").items()
+        }
+    )
+    return tolerance
 
 
 def _pools(value: Any, notebooks: Sequence[str]) -> dict[str, list[str]]:

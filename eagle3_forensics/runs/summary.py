@@ -28,6 +28,7 @@ from eagle3_forensics.runs.bundle import write_bundle
 from eagle3_forensics.runs.gate import (
     BASELINE_SCHEMA,
     SUMMARY_SCHEMA,
+    Gate,
     baseline_from_runs,
     check_run_records,
     evaluate_gates,
@@ -36,6 +37,7 @@ from eagle3_forensics.runs.gate import (
 )
 from eagle3_forensics.runs.history import (
     DEFAULT_TREND_RUNS,
+    History,
     append_entry,
     free_entry_id,
     new_entry_id,
@@ -244,15 +246,7 @@ def finalize(
     if prev_runs is None and finish.previous is None and hist is not None and hist.entries:
         prev_runs = hist.entries[-1].runs  # nightly: changes against last night
     changes(runs, prev_runs)
-    references: list[dict[str, Any]] = [finish.base] if finish.base is not None else []
-    window_note = None
-    if hist is not None and finish.gate_window is not None:
-        median = window_baseline(hist, finish.gate_window, tolerance)
-        if median is None:
-            window_note = "no history yet: the --gate-window gate starts with the next run"
-        else:
-            references.append(median)
-    gate = evaluate_gates(runs, references)
+    gate, window_note = _gate(runs, finish, hist, tolerance)
     failed = sum(r["status"] != "ok" for r in runs)
     exit_code = 0 if (failed == 0 and gate.passed) else 1
     wall = round(time.perf_counter() - started + wall_offset, 1)
@@ -281,59 +275,103 @@ def finalize(
         "exit_code": exit_code,
         "runs": runs,
     }
-    entry_id = None
-    trend_data = None
-    if hist is not None:
-        assert finish.history is not None  # hist was read from it
-        entry_id = free_entry_id(finish.history, new_entry_id(summary))
-        summary["history"] = {
-            "directory": str(finish.history),
-            "entry": entry_id,
-            "entries_before": len(hist.entries),
-            "skipped": hist.warnings,
-            "gate_window": finish.gate_window,
-        }
-        # the trend includes this run as its newest point
-        this, why = parse_entry(json.dumps(summary, default=str), f"{entry_id}.json")
-        if this is not None:
-            hist.entries.append(this)
-        else:
-            hist.warnings.append(
-                {"file": f"{entry_id}.json (this run)", "message": f"{why}: not in the trend"}
-            )
-        trend_data = trend(hist, finish.trend_runs)
-        trend_data["current"] = entry_id
+    entry_id, trend_data = _history_section(summary, finish, hist)
     write_atomic(out / "summary.json", contract_json(summary))
     write_atomic(out / "index.html", index_html(summary, trend_data))
     done = Finished(summary, exit_code, trend=trend_data)
     if finish.history is not None:
-        try:
-            done.history_entry = append_entry(finish.history, summary, entry_id)
-            if entry_id is not None and done.history_entry.stem != entry_id:
-                # another run took the name between choosing and writing: the summary follows
-                summary["history"]["entry"] = done.history_entry.stem
-                write_atomic(out / "summary.json", contract_json(summary))
-        except OSError as exc:
-            raise UnusableInputError(
-                f"cannot add to history {finish.history}: {one_line(exc)[:200]}"
-            ) from None
+        done.history_entry = _append_history(finish.history, summary, entry_id, out)
     if finish.write_baseline is not None:
-        drafted = baseline_from_runs(runs, tolerance)
-        new = {
-            "schema": BASELINE_SCHEMA,
-            "description": (
-                f"Regression baseline for run config '{meta.get('name')}', written by `eagle3-forensics run "
-                "--write-baseline`. Per drafter: acceptance length and per-position (cumulative) "
-                "acceptance with absolute tolerances (a drop beyond them fails the gate), "
-                "by_notebook overrides where a notebook measures with other settings, and the "
-                "finding codes expected (an error finding not listed fails the gate)."
-            ),
-            "drafters": drafted["drafters"],
-        }
-        write_atomic(Path(finish.write_baseline), contract_json(new))
+        _write_baseline(Path(finish.write_baseline), runs, meta, tolerance)
         say(f"baseline written: {finish.write_baseline}")
     if finish.bundle is not None:
         done.bundle = write_bundle(out, finish.bundle, summary)
+    _say_done(say, done, gate, hist, window_note, failed, out, wall)
+    return done
+
+
+def _gate(
+    runs: list[dict[str, Any]], finish: Finish, hist: History | None, tolerance: dict[str, float]
+) -> tuple[Gate, str | None]:
+    """The gate against the baseline and the recent runs' median; a note when there is no history yet."""
+    references: list[dict[str, Any]] = [finish.base] if finish.base is not None else []
+    window_note = None
+    if hist is not None and finish.gate_window is not None:
+        median = window_baseline(hist, finish.gate_window, tolerance)
+        if median is None:
+            window_note = "no history yet: the --gate-window gate starts with the next run"
+        else:
+            references.append(median)
+    return evaluate_gates(runs, references), window_note
+
+
+def _history_section(
+    summary: dict[str, Any], finish: Finish, hist: History | None
+) -> tuple[str | None, dict[str, Any] | None]:
+    """The summary's ``history`` member and the trend (this run its newest point): ``(entry id, trend)``."""
+    if hist is None:
+        return None, None
+    assert finish.history is not None  # hist was read from it
+    entry_id = free_entry_id(finish.history, new_entry_id(summary))
+    summary["history"] = {
+        "directory": str(finish.history),
+        "entry": entry_id,
+        "entries_before": len(hist.entries),
+        "skipped": hist.warnings,
+        "gate_window": finish.gate_window,
+    }
+    this, why = parse_entry(json.dumps(summary, default=str), f"{entry_id}.json")
+    if this is not None:
+        hist.entries.append(this)
+    else:
+        hist.warnings.append({"file": f"{entry_id}.json (this run)", "message": f"{why}: not in the trend"})
+    trend_data = trend(hist, finish.trend_runs)
+    trend_data["current"] = entry_id
+    return entry_id, trend_data
+
+
+def _append_history(history: str | Path, summary: dict[str, Any], entry_id: str | None, out: Path) -> Path:
+    """Add the run to the history; when another run took the name meanwhile, the summary follows."""
+    try:
+        entry = append_entry(history, summary, entry_id)
+        if entry_id is not None and entry.stem != entry_id:
+            summary["history"]["entry"] = entry.stem
+            write_atomic(out / "summary.json", contract_json(summary))
+    except OSError as exc:
+        raise UnusableInputError(f"cannot add to history {history}: {one_line(exc)[:200]}") from None
+    return entry
+
+
+def _write_baseline(
+    path: Path, runs: list[dict[str, Any]], meta: dict[str, Any], tolerance: dict[str, float]
+) -> None:
+    """``--write-baseline``: this run's measurements as the next runs' regression baseline."""
+    new = {
+        "schema": BASELINE_SCHEMA,
+        "description": (
+            f"Regression baseline for run config '{meta.get('name')}', written by `eagle3-forensics run "
+            "--write-baseline`. Per drafter: acceptance length and per-position (cumulative) "
+            "acceptance with absolute tolerances (a drop beyond them fails the gate), "
+            "by_notebook overrides where a notebook measures with other settings, and the "
+            "finding codes expected (an error finding not listed fails the gate)."
+        ),
+        "drafters": baseline_from_runs(runs, tolerance)["drafters"],
+    }
+    write_atomic(path, contract_json(new))
+
+
+def _say_done(
+    say: Log,
+    done: Finished,
+    gate: Gate,
+    hist: History | None,
+    window_note: str | None,
+    failed: int,
+    out: Path,
+    wall: float,
+) -> None:
+    """The run's last lines: runs ok, the gate's problems, the history, the bundle, where the report is."""
+    runs = done.summary["runs"]
     say(
         f"{len(runs) - failed}/{len(runs)} notebook runs ok"
         + (
@@ -359,7 +397,6 @@ def finalize(
     if done.bundle is not None:
         say(f"bundle: {done.bundle} ({done.bundle.stat().st_size / 1e6:.1f} MB)")
     say(f"report: {out / 'index.html'} · summary: {out / 'summary.json'} · wall time {wall:.1f} s")
-    return done
 
 
 __all__ = ["Finish", "Finished", "changes", "contract_json", "finalize", "read_previous", "write_atomic"]

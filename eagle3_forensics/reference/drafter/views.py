@@ -328,6 +328,56 @@ def engine_plan(
     report: LoadReport = simulate_load(release, ckpt, cfg)
     params = expected_params(rules, cfg, report.conditions)
     who = f"{rules.display} ({rules.release})"
+    _refuse_unloadable(report, who)
+    src = _engine_sources(report, rules, raw, target)
+    tensors = src.tensors
+    hf, source = _engine_aux(rules, cfg, target, who)
+    flags = {f: engine_flag(rules, cfg, f) for f in ("norm_before_residual", "norm_before_fc", "fc_norm")}
+    flags["norm_output"] = rules.norm_output_meaning == "post_norm_recurrence" and engine_flag(
+        rules, cfg, "norm_output"
+    )
+    flags["final_norm"] = True  # engines always apply the final norm before lm_head
+    n_aux, _ = fc_count(rules, cfg)
+    if n_aux != len(hf):
+        raise UnusableInputError(
+            f"{who} captures {len(hf)} aux layers {hf} but builds fc for {n_aux} aux states: the draft step "
+            "fails on the shape"
+        )
+    layers, v_cfg = num_layers(rules, cfg), effective_draft_vocab(rules, cfg)
+    if "d2t" in tensors:
+        d2t_source = f"checkpoint d2t read as {rules.d2t_encoding} ({who})"
+    elif "d2t" in src.zeros:
+        d2t_source = f"no d2t: {rules.missing_d2t}"
+    else:
+        d2t_source = "full vocabulary: no mapping"
+    view = DrafterView(
+        rules.name,
+        detect_format(ckpt, cfg).family,
+        hf,
+        source,
+        flags,
+        d2t_source,
+        from_checkpoint=sorted(src.from_ckpt),
+        from_target=sorted(set(src.from_target)),
+        unfilled=src.fresh,
+        defaulted=sorted(src.defaulted),
+        ignored_keys=sorted(src.ignored),
+        notes=list(rules.notes),
+        revision=rules.revision,
+        release=release_label(rules),
+    )
+    if rules.d2t_encoding not in ("offsets", "absolute"):
+        raise UnusableInputError(f"unknown d2t encoding {rules.d2t_encoding!r} in the {rules.name} table")
+    if rules.d2t_encoding == "absolute" and "d2t" in tensors:
+        d2t = tensors["d2t"].to(torch.int64)
+        tensors["d2t"] = d2t - torch.arange(d2t.shape[0], dtype=torch.int64)
+    qk = any(".q_norm." in p for p in params)
+    fc_bias = any(p.endswith("fc.bias") for p in params)
+    return LoadPlan(view, flags, layers, n_aux, v_cfg, tensors, src.zeros, qk, fc_bias)
+
+
+def _refuse_unloadable(report: LoadReport, who: str) -> None:
+    """A drafter the release would not start, build or load has no engine view: one error saying why."""
     if not report.config_readable:
         raise UnusableInputError(f"{who} would refuse this drafter at start-up: {report.config_problem}")
     if report.build_errors:
@@ -342,112 +392,87 @@ def engine_plan(
             f"{rejected[0]!r}{f' and {len(rejected) - 1} more' if len(rejected) > 1 else ''})"
         )
 
-    def target_tensor(name: str) -> torch.Tensor:
-        src: torch.Tensor | None = None
-        if target is not None and name == "embed_tokens.weight":
-            src = target.embedding_weight()
-        elif target is not None and name == "lm_head.weight":
-            src = target.lm_head_weight()
-        if src is None:
-            raise UnusableInputError(f"{rules.display} takes {name} from the target, which is unavailable")
-        return src
 
-    tensors: dict[str, torch.Tensor] = {}
-    from_ckpt, from_target, ignored = [], [], []
+@dataclass
+class _Sources:
+    """Where each canonical tensor comes from under an engine's view, and what it leaves out."""
+
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    from_ckpt: list[str] = field(default_factory=list)
+    from_target: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    zeros: set[str] = field(default_factory=set)
+    defaulted: list[str] = field(default_factory=list)
+    fresh: list[str] = field(default_factory=list)
+
+
+def _target_tensor(rules: EngineRules, target: TargetSide | None, name: str) -> torch.Tensor:
+    src: torch.Tensor | None = None
+    if target is not None and name == "embed_tokens.weight":
+        src = target.embedding_weight()
+    elif target is not None and name == "lm_head.weight":
+        src = target.lm_head_weight()
+    if src is None:
+        raise UnusableInputError(f"{rules.display} takes {name} from the target, which is unavailable")
+    return src
+
+
+def _engine_sources(
+    report: LoadReport, rules: EngineRules, raw: dict[str, torch.Tensor], target: TargetSide | None
+) -> _Sources:
+    """Each key's fate as a tensor source: the checkpoint, the target, an engine default, or ignored."""
+    out = _Sources()
     for fate in report.fates:
         role = _engine_role(canonical_name(fate.key), rules)
         name = role or canonical_name(fate.key)
         if fate.action in ("loaded", "renamed", "fused", "consumed") and role is None:
-            ignored.append(fate.key)  # loaded into a parameter the engine never uses
+            out.ignored.append(fate.key)  # loaded into a parameter the engine never uses
         elif fate.action in ("loaded", "renamed", "fused", "consumed"):
-            tensors[name] = raw[fate.key]
-            from_ckpt.append(fate.key)
+            out.tensors[name] = raw[fate.key]
+            out.from_ckpt.append(fate.key)
         elif fate.action == "overwritten":
-            tensors[name] = target_tensor(name)
-            from_target.append(name)
+            out.tensors[name] = _target_tensor(rules, target, name)
+            out.from_target.append(name)
         else:  # dropped, skipped, warned
-            ignored.append(fate.key)
+            out.ignored.append(fate.key)
     for param in report.from_target:
         for name in _param_components(param, rules):
             if name.startswith("verifier_"):
                 continue  # speculators' verifier_lm_head / verifier_norm: not part of the drafter's forward
-            if name not in tensors:
-                tensors[name] = target_tensor(name)
-                from_target.append(name)
-    zeros: set[str] = set()
-    defaulted: list[str] = []
+            if name not in out.tensors:
+                out.tensors[name] = _target_tensor(rules, target, name)
+                out.from_target.append(name)
     for param in report.defaulted:
         for name in _param_components(param, rules):
-            if name == "t2d" or name in tensors:
+            if name == "t2d" or name in out.tensors:
                 continue
             if name == "d2t":
-                zeros.add(name)
-            defaulted.append(name)
-    fresh = sorted(
+                out.zeros.add(name)
+            out.defaulted.append(name)
+    out.fresh = sorted(
         {r for p in report.unfilled for n in _param_components(p, rules) if (r := _engine_role(n, rules))}
     )
+    return out
 
+
+def _engine_aux(
+    rules: EngineRules, cfg: DrafterConfig, target: TargetSide | None, who: str
+) -> tuple[list[int], str]:
+    """The HF layers the release captures for this drafter and target, and where that comes from."""
     n_layers = target.num_layers if target is not None else None
     arch = getattr(target, "architecture", None) if target is not None else None
     reading = aux_capture(rules, cfg, arch, n_layers)
     assumed = "; target class assumed" if reading.rule_assumed else ""
     if reading.ids is not None and reading.captured is not None:
-        hf = list(reading.captured)
         field_name = (
             "eagle_config.eagle_aux_hidden_state_layer_ids"
             if reading.level == "eagle_config"
             else "eagle_aux_hidden_state_layer_ids"
         )
-        source = f"{field_name} read by {who} ({reading.rule.describe()}{assumed})"
-    else:
-        if n_layers is None:
-            raise UnusableInputError(f"{who} uses its default aux layers: pass the target to resolve them")
-        captured = reading.rule.capture(None, n_layers)
-        if captured is None:
-            raise UnusableInputError(f"{who} lets an external model choose the aux layers for this target")
-        hf = captured
-        source = f"{who} {reading.rule.describe()}{assumed}"
-    flags = {f: engine_flag(rules, cfg, f) for f in ("norm_before_residual", "norm_before_fc", "fc_norm")}
-    flags["norm_output"] = rules.norm_output_meaning == "post_norm_recurrence" and engine_flag(
-        rules, cfg, "norm_output"
-    )
-    flags["final_norm"] = True  # engines always apply the final norm before lm_head
-    n_aux, _ = fc_count(rules, cfg)
-    if n_aux != len(hf):
-        raise UnusableInputError(
-            f"{who} captures {len(hf)} aux layers {hf} but builds fc for {n_aux} aux states: the draft step "
-            "fails on the shape"
-        )
-    layers = num_layers(rules, cfg)
-    v_cfg = effective_draft_vocab(rules, cfg)
-    if "d2t" in tensors:
-        d2t_source = f"checkpoint d2t read as {rules.d2t_encoding} ({who})"
-    elif "d2t" in zeros:
-        d2t_source = f"no d2t: {rules.missing_d2t}"
-    else:
-        d2t_source = "full vocabulary: no mapping"
-    notes = list(rules.notes)
-    view = DrafterView(
-        rules.name,
-        detect_format(ckpt, cfg).family,
-        hf,
-        source,
-        flags,
-        d2t_source,
-        from_checkpoint=sorted(from_ckpt),
-        from_target=sorted(set(from_target)),
-        unfilled=fresh,
-        defaulted=sorted(defaulted),
-        ignored_keys=sorted(ignored),
-        notes=notes,
-        revision=rules.revision,
-        release=release_label(rules),
-    )
-    if rules.d2t_encoding not in ("offsets", "absolute"):
-        raise UnusableInputError(f"unknown d2t encoding {rules.d2t_encoding!r} in the {rules.name} table")
-    if rules.d2t_encoding == "absolute" and "d2t" in tensors:
-        d2t = tensors["d2t"].to(torch.int64)
-        tensors["d2t"] = d2t - torch.arange(d2t.shape[0], dtype=torch.int64)
-    qk = any(".q_norm." in p for p in params)
-    fc_bias = any(p.endswith("fc.bias") for p in params)
-    return LoadPlan(view, flags, layers, n_aux, v_cfg, tensors, zeros, qk, fc_bias)
+        return list(reading.captured), f"{field_name} read by {who} ({reading.rule.describe()}{assumed})"
+    if n_layers is None:
+        raise UnusableInputError(f"{who} uses its default aux layers: pass the target to resolve them")
+    captured = reading.rule.capture(None, n_layers)
+    if captured is None:
+        raise UnusableInputError(f"{who} lets an external model choose the aux layers for this target")
+    return captured, f"{who} {reading.rule.describe()}{assumed}"

@@ -307,6 +307,90 @@ def _rescan_block(
     )  # pragma: no cover - reopen gives the same data
 
 
+@dataclass
+class _Pass:
+    """One counting pass: the totals, the tie-break keys so far, and scratch buffers reused per block."""
+
+    big_v: int
+    track: str | None
+    deferred: bool  # re-readable input: only the block (group) of each first occurrence is kept
+    block_tokens: int
+    counts: np.ndarray = field(init=False)
+    first: np.ndarray | None = field(init=False)  # exact keys, or groups when deferred
+    seen: np.ndarray | None = field(init=False)
+    single_row: set[int] = field(default_factory=set)
+    offset: int = 0
+    rows_seen: int = 0
+    keybuf: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    newkey: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
+    hitbuf: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
+
+    def __post_init__(self) -> None:
+        self.counts = np.zeros(self.big_v, dtype=np.int64)
+        self.first = np.full(self.big_v, _UNSEEN, dtype=np.int64) if self.track else None
+        self.seen = np.zeros(self.big_v, dtype=bool) if self.track else None
+
+
+def _count_block(st: _Pass, block: _Block) -> tuple[np.ndarray, np.ndarray]:
+    """Add one block's counted ids to ``st.counts``: ``(the bincount key, the block's counts)``.
+
+    With a mask the key is ``2 * id + mask``, so one ``bincount`` counts only the masked-in ids."""
+    ids, mask = block.ids, block.mask
+    n = ids.shape[0]
+    if mask is None:
+        key, width = ids, st.big_v
+    else:
+        if st.keybuf.shape[0] < n:
+            st.keybuf = np.empty(max(n, st.block_tokens), dtype=np.int64)
+        key = st.keybuf[:n]
+        np.left_shift(ids, 1, out=key, casting="unsafe")
+        np.add(key, mask, out=key, casting="unsafe")
+        width = 2 * st.big_v
+    # negative ids wrap to huge unsigned values: one max() checks both ends
+    top = (
+        int(key.view(np.dtype(f"u{key.dtype.itemsize}")).max())
+        if np.issubdtype(key.dtype, np.signedinteger)
+        else int(key.max())
+    )
+    if top >= width:
+        raise _out_of_range(ids, st.big_v)
+    binned = np.bincount(key, minlength=width)
+    block_counts = binned if mask is None else binned[1::2]
+    st.counts += block_counts
+    return key, block_counts
+
+
+def _track_first(st: _Pass, index: int, block: _Block, key: np.ndarray, block_counts: np.ndarray) -> None:
+    """Record where the ids first counted in this block first occur (what the tie-break needs)."""
+    assert st.first is not None and st.seen is not None
+    new = (block_counts > 0) & ~st.seen
+    if not new.any():  # only ids never counted before
+        return
+    st.seen |= new
+    if st.deferred:  # the block (group) is enough for now
+        group = index - block.part if st.track == "first_row" else index
+        st.first[new] = group
+        if st.track == "first_row" and block.row_starts.shape[0] == 1:
+            st.single_row.add(group)
+        return
+    # one-shot input: their exact first position / row now
+    n = block.ids.shape[0]
+    if block.mask is None:
+        table = new
+    else:  # look up the combined key (still in cache): odd keys are the counted ids
+        width = 2 * st.big_v
+        if st.newkey.shape[0] != width:
+            st.newkey = np.zeros(width, dtype=bool)
+        st.newkey[1::2] = new
+        table = st.newkey
+    if st.hitbuf.shape[0] < n:
+        st.hitbuf = np.empty(max(n, st.block_tokens), dtype=bool)
+    hit = np.take(table, key, mode="wrap", out=st.hitbuf[:n])  # keys are in range (checked)
+    pos = np.flatnonzero(hit)
+    where = block.rows_at(pos) if st.track == "first_row" else st.offset + pos
+    np.minimum.at(st.first, block.ids[pos], where)
+
+
 def count_token_ids(
     token_ids: Any,
     target_vocab_size: int,
@@ -334,7 +418,6 @@ def count_token_ids(
     if track not in (None, "first_seen", "first_row"):
         raise BadArgumentsError("track must be None, 'first_seen' or 'first_row'")
     big_v = int(target_vocab_size)
-    counts = np.zeros(big_v, dtype=np.int64)
     reopen = _reopener(token_ids, loss_mask) if track else None
     pairs = (
         reopen()
@@ -343,15 +426,7 @@ def count_token_ids(
             token_ids() if callable(token_ids) and not _is_array_like(token_ids) else token_ids, loss_mask
         )
     )
-    deferred = reopen is not None
-    first = np.full(big_v, _UNSEEN, dtype=np.int64) if track else None  # exact keys, or groups when deferred
-    seen = np.zeros(big_v, dtype=bool) if track else None
-    single_row: set[int] = set()
-    keybuf = np.empty(0, dtype=np.int64)
-    newkey = np.empty(0, dtype=bool)
-    hitbuf = np.empty(0, dtype=bool)
-    offset = 0
-    rows_seen = 0
+    st = _Pass(big_v, track, deferred=reopen is not None, block_tokens=block_tokens)
     total = total_tokens if total_tokens is not None else _total_tokens(token_ids)
     show = progress if progress is not None else (total is not None and total >= PROGRESS_MIN_TOKENS)
     bar = None
@@ -361,58 +436,18 @@ def count_token_ids(
         bar = tqdm(total=total, unit="tok", unit_scale=True, desc="counting token ids", leave=False)
     try:
         for index, block in enumerate(_iter_blocks(pairs, block_tokens)):
-            ids, mask = block.ids, block.mask
-            n = ids.shape[0]
-            if mask is None:
-                key, width = ids, big_v
-            else:
-                if keybuf.shape[0] < n:
-                    keybuf = np.empty(max(n, block_tokens), dtype=np.int64)
-                key = keybuf[:n]
-                np.left_shift(ids, 1, out=key, casting="unsafe")
-                np.add(key, mask, out=key, casting="unsafe")
-                width = 2 * big_v
-            # negative ids wrap to huge unsigned values: one max() checks both ends
-            top = (
-                int(key.view(np.dtype(f"u{key.dtype.itemsize}")).max())
-                if np.issubdtype(key.dtype, np.signedinteger)
-                else int(key.max())
-            )
-            if top >= width:
-                raise _out_of_range(ids, big_v)
-            binned = np.bincount(key, minlength=width)
-            block_counts = binned if mask is None else binned[1::2]
-            counts += block_counts
-            if first is not None and seen is not None:
-                new = (block_counts > 0) & ~seen
-                if new.any():  # only ids never counted before
-                    seen |= new
-                    if deferred:  # the block (group) is enough for now
-                        group = index - block.part if track == "first_row" else index
-                        first[new] = group
-                        if track == "first_row" and block.row_starts.shape[0] == 1:
-                            single_row.add(group)
-                    else:  # one-shot input: their exact first position / row now
-                        if mask is None:
-                            table = new
-                        else:  # look up the combined key (still in cache): odd keys are the counted ids
-                            if newkey.shape[0] != width:
-                                newkey = np.zeros(width, dtype=bool)
-                            newkey[1::2] = new
-                            table = newkey
-                        if hitbuf.shape[0] < n:
-                            hitbuf = np.empty(max(n, block_tokens), dtype=bool)
-                        hit = np.take(table, key, mode="wrap", out=hitbuf[:n])  # keys are in range (checked)
-                        pos = np.flatnonzero(hit)
-                        where = block.rows_at(pos) if track == "first_row" else offset + pos
-                        np.minimum.at(first, ids[pos], where)
-            offset += n
-            rows_seen = max(rows_seen, block.first_row + block.row_starts.shape[0])
+            key, block_counts = _count_block(st, block)
+            if st.first is not None:
+                _track_first(st, index, block, key, block_counts)
+            st.offset += block.ids.shape[0]
+            st.rows_seen = max(st.rows_seen, block.first_row + block.row_starts.shape[0])
             if bar is not None:
-                bar.update(n)
+                bar.update(block.ids.shape[0])
     finally:
         if bar is not None:
             bar.close()
+    counts, offset, rows_seen, first, deferred = st.counts, st.offset, st.rows_seen, st.first, st.deferred
+    single_row = st.single_row
     if deferred and track is not None and reopen is not None:
         rescan = functools.partial(_rescan_block, reopen, block_tokens, track, big_v)
         return TokenCounts(
