@@ -8,8 +8,9 @@ from collections.abc import Iterator
 
 from eagle3_forensics.checks.context import Context
 from eagle3_forensics.engines import releases_building
-from eagle3_forensics.engines.rules import Fill, MissingDraftVocab, OverLimit
+from eagle3_forensics.engines.rules import EngineRules, Fill, MissingDraftVocab, OverLimit
 from eagle3_forensics.engines.simulate import (
+    LoadReport,
     buffer_count,
     fc_count,
     fc_input_width,
@@ -108,112 +109,135 @@ def _with_paths(text: str, ctx: Context) -> str:
 
 
 def check_key_fates(ctx: Context) -> Iterator[Finding]:
+    """What each engine does with the checkpoint's keys: drops, refuses, fails to load, leaves unfilled."""
     for rules in ctx.engines:
-        name, load = rules.name, ctx.loads[rules.name]
-        dropped = load.keys_with("dropped", "warned")
-        if dropped:
-            # A full-vocabulary drafter needs no map: an engine that deletes its d2t/t2d buffers loses nothing.
-            harmless = set() if ctx.reduced_vocab else {"d2t", "t2d"}
-            trained = [
-                k for k in dropped if is_drafter_weight(k) and k.removeprefix("model.") not in harmless
-            ]
-            verb = "ignores with a warning" if rules.unknown_keys == "warn" else "silently drops"
-            layout = ctx.fmt.key_layout
-            renames = {k: alt for k in trained if (alt := loadable_spelling(rules, ctx.ckpt, ctx.cfg, k))}
-            fix = None
-            if renames:
-                first, alt = next(iter(renames.items()))
-                fix = (
-                    f"Rename {first} to {alt}"
-                    + (f" (and {len(renames) - 1} more the same way)" if len(renames) > 1 else "")
-                    + f": the names {rules.display} ({rules.release}) loads, in a copy of the checkpoint."
-                )
-            elif trained:
-                fix = "Rename them to the engine's names (see the load report), or serve on an engine that uses them."
-            yield Finding(
-                "KEYS_DROPPED_BY_ENGINE",
-                Severity.ERROR if trained else Severity.INFO,
-                f"{rules.display} ({rules.release}) {verb} {len(dropped)} tensor(s)"
-                + (
-                    f", {len(trained)} of them trained drafter weights ({layout} layout)"
-                    if trained
-                    else " (not drafter weights; harmless)"
-                )
-                + ".",
-                engine=name,
-                evidence={
-                    "dropped": _listed(dropped),
-                    "count": len(dropped),
-                    "trained": _listed(trained),
-                    "loadable_as": dict(list(renames.items())[:_MAX_LISTED]),
-                    **ctx.evidence_base(name),
-                },
-                fix=fix,
+        load = ctx.loads[rules.name]
+        yield from _dropped_keys(ctx, rules, load)
+        yield from _rejected_keys(ctx, rules, load)
+        yield from _load_errors(ctx, rules, load)
+        yield from _unfilled_params(ctx, rules, load)
+
+
+def _dropped_keys(ctx: Context, rules: EngineRules, load: LoadReport) -> Iterator[Finding]:
+    """KEYS_DROPPED_BY_ENGINE: keys the engine drops or ignores (an error when they are trained weights)."""
+    name = rules.name
+    dropped = load.keys_with("dropped", "warned")
+    if dropped:
+        # A full-vocabulary drafter needs no map: an engine that deletes its d2t/t2d buffers loses nothing.
+        harmless = set() if ctx.reduced_vocab else {"d2t", "t2d"}
+        trained = [k for k in dropped if is_drafter_weight(k) and k.removeprefix("model.") not in harmless]
+        verb = "ignores with a warning" if rules.unknown_keys == "warn" else "silently drops"
+        layout = ctx.fmt.key_layout
+        renames = {k: alt for k in trained if (alt := loadable_spelling(rules, ctx.ckpt, ctx.cfg, k))}
+        fix = None
+        if renames:
+            first, alt = next(iter(renames.items()))
+            fix = (
+                f"Rename {first} to {alt}"
+                + (f" (and {len(renames) - 1} more the same way)" if len(renames) > 1 else "")
+                + f": the names {rules.display} ({rules.release}) loads, in a copy of the checkpoint."
             )
-        rejected = load.keys_with("rejected")
-        if rejected:
-            notes = {f.key: f.note for f in load.fates if f.action == "rejected"}
-            yield Finding(
-                "KEYS_REJECTED_BY_ENGINE",
-                Severity.ERROR,
-                f"{rules.display} ({rules.release}) refuses to load {len(rejected)} tensor(s) "
-                f"(e.g. {rejected[0]!r}: {notes[rejected[0]]}); loading fails.",
-                engine=name,
-                evidence={
-                    "rejected": _listed(rejected),
-                    "count": len(rejected),
-                    "reasons": {k: notes[k] for k in rejected[:_MAX_LISTED]},
-                    **ctx.evidence_base(name),
-                },
-                fix="Remove them, or rename them to the engine's names (see the load report), in a copy of the checkpoint.",
+        elif trained:
+            fix = "Rename them to the engine's names (see the load report), or serve on an engine that uses them."
+        yield Finding(
+            "KEYS_DROPPED_BY_ENGINE",
+            Severity.ERROR if trained else Severity.INFO,
+            f"{rules.display} ({rules.release}) {verb} {len(dropped)} tensor(s)"
+            + (
+                f", {len(trained)} of them trained drafter weights ({layout} layout)"
+                if trained
+                else " (not drafter weights; harmless)"
             )
-        for code, what, fix in load.load_errors:
-            chance = (
-                " (unless uninitialised memory happens to hold a valid value)"
-                if load.load_errors_by_chance
-                else ""
+            + ".",
+            engine=name,
+            evidence={
+                "dropped": _listed(dropped),
+                "count": len(dropped),
+                "trained": _listed(trained),
+                "loadable_as": dict(list(renames.items())[:_MAX_LISTED]),
+                **ctx.evidence_base(name),
+            },
+            fix=fix,
+        )
+
+
+def _rejected_keys(ctx: Context, rules: EngineRules, load: LoadReport) -> Iterator[Finding]:
+    """KEYS_REJECTED_BY_ENGINE: keys the engine refuses (loading fails)."""
+    name = rules.name
+    rejected = load.keys_with("rejected")
+    if rejected:
+        notes = {f.key: f.note for f in load.fates if f.action == "rejected"}
+        yield Finding(
+            "KEYS_REJECTED_BY_ENGINE",
+            Severity.ERROR,
+            f"{rules.display} ({rules.release}) refuses to load {len(rejected)} tensor(s) "
+            f"(e.g. {rejected[0]!r}: {notes[rejected[0]]}); loading fails.",
+            engine=name,
+            evidence={
+                "rejected": _listed(rejected),
+                "count": len(rejected),
+                "reasons": {k: notes[k] for k in rejected[:_MAX_LISTED]},
+                **ctx.evidence_base(name),
+            },
+            fix="Remove them, or rename them to the engine's names (see the load report), in a copy of the checkpoint.",
+        )
+
+
+def _load_errors(ctx: Context, rules: EngineRules, load: LoadReport) -> Iterator[Finding]:
+    """The load errors the simulator found (a missing or malformed tensor the engine needs)."""
+    name = rules.name
+    for code, what, fix in load.load_errors:
+        chance = (
+            " (unless uninitialised memory happens to hold a valid value)"
+            if load.load_errors_by_chance
+            else ""
+        )
+        yield Finding(
+            code,
+            Severity.ERROR,
+            f"{rules.display} ({rules.release}) fails to load this drafter{chance}: {what}.",
+            engine=name,
+            evidence={
+                "stage": "load",
+                "by_chance": load.load_errors_by_chance,
+                **ctx.evidence_base(name),
+            },
+            fix=fix or "Provide the tensor the engine needs.",
+        )
+
+
+def _unfilled_params(ctx: Context, rules: EngineRules, load: LoadReport) -> Iterator[Finding]:
+    """PARAMS_UNFILLED: parameters (or stacked shards) no tensor fills."""
+    name = rules.name
+    if (load.unfilled or load.partial) and load.config_readable:
+        unused_loaded = [f.key for f in load.fates if f.param in load.loaded_unused]
+        partial = [f"{p} (no {', '.join(missing)})" for p, missing in load.partial.items()]
+        message = (
+            f"{len(load.unfilled)} {rules.display} ({rules.release}) parameter(s) get no tensor from this "
+            f"checkpoint and stay at initialisation (e.g. {load.unfilled[0]!r})."
+            if load.unfilled
+            else ""
+        )
+        if partial:
+            message += (
+                f"{' ' if message else ''}{len(partial)} stacked parameter(s) get only some of their shards; "
+                f"the missing slices stay at initialisation (e.g. {partial[0]})."
             )
-            yield Finding(
-                code,
-                Severity.ERROR,
-                f"{rules.display} ({rules.release}) fails to load this drafter{chance}: {what}.",
-                engine=name,
-                evidence={
-                    "stage": "load",
-                    "by_chance": load.load_errors_by_chance,
-                    **ctx.evidence_base(name),
-                },
-                fix=fix or "Provide the tensor the engine needs.",
-            )
-        if (load.unfilled or load.partial) and load.config_readable:
-            unused_loaded = [f.key for f in load.fates if f.param in load.loaded_unused]
-            partial = [f"{p} (no {', '.join(missing)})" for p, missing in load.partial.items()]
-            message = (
-                f"{len(load.unfilled)} {rules.display} ({rules.release}) parameter(s) get no tensor from this "
-                f"checkpoint and stay at initialisation (e.g. {load.unfilled[0]!r})."
-                if load.unfilled
-                else ""
-            )
-            if partial:
-                message += (
-                    f"{' ' if message else ''}{len(partial)} stacked parameter(s) get only some of their shards; "
-                    f"the missing slices stay at initialisation (e.g. {partial[0]})."
-                )
-            yield Finding(
-                "PARAMS_UNFILLED",
-                Severity.ERROR,
-                message,
-                engine=name,
-                evidence={
-                    "unfilled": _listed(load.unfilled),
-                    "count": len(load.unfilled),
-                    "partially_filled": _listed(partial),
-                    # loaded into parameters the engine never uses (e.g. SGLang's input_layernorm of layers >= 1)
-                    "loaded_but_unused": _listed(unused_loaded),
-                    **ctx.evidence_base(name),
-                },
-                fix="Provide these tensors under the names the engine expects (see the load report's dropped keys).",
-            )
+        yield Finding(
+            "PARAMS_UNFILLED",
+            Severity.ERROR,
+            message,
+            engine=name,
+            evidence={
+                "unfilled": _listed(load.unfilled),
+                "count": len(load.unfilled),
+                "partially_filled": _listed(partial),
+                # loaded into parameters the engine never uses (e.g. SGLang's input_layernorm of layers >= 1)
+                "loaded_but_unused": _listed(unused_loaded),
+                **ctx.evidence_base(name),
+            },
+            fix="Provide these tensors under the names the engine expects (see the load report's dropped keys).",
+        )
 
 
 def check_layers(ctx: Context) -> Iterator[Finding]:

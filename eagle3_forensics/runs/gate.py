@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -243,64 +243,85 @@ def evaluate_gate(runs: Sequence[dict[str, Any]], baseline: dict[str, Any] | Non
         if entry is None:
             note("no_baseline", f"no {label} entry for this drafter")
             continue
-        expected = set(entry.get("expected_findings") or [])
-        if r.get("findings") is not None:
-            for code in dict.fromkeys(f["code"] for f in r["findings"] if f.get("severity") == "error"):
-                if code not in expected:
-                    engines = sorted(
-                        {str(f.get("engine")) for f in r["findings"] if f["code"] == code and f.get("engine")}
-                    )
-                    fail(
-                        "new_error_finding",
-                        f"new error finding {code}" + (f" [{', '.join(engines)}]" if engines else ""),
-                    )
-        else:
-            for code in r.get("codes") or []:
-                if code not in expected:
-                    fail("new_error_finding", f"new finding {code} (severity not recorded)")
-        seen = set(r.get("codes") or [])
-        if r.get("verdict") is not None and r["status"] == "ok":
-            gone = sorted(expected - seen)
-            if gone:
-                note("finding_gone", f"expected finding(s) no longer reported: {', '.join(gone)}")
-        m = r.get("metrics") or {}
-        if finite_number(m.get("acceptance_length")) is None:
-            continue
-        spec = (entry.get("by_notebook") or {}).get(r["notebook"]) or entry
-        al_spec = spec.get("acceptance_length")
-        if isinstance(al_spec, dict) and finite_number(al_spec.get("value")) is not None:
-            base, tol = (
-                float(al_spec["value"]),
-                float(al_spec.get("tolerance", DEFAULT_TOLERANCE["acceptance_length"])),
-            )
-            al = float(m["acceptance_length"])
-            r["gate"][f"acceptance_length_{ref_kind}"] = base
-            if al < base - tol:
-                fail("acceptance_length", f"acceptance length {al:.3f} < {label} {base:.3f} − {tol:g}")
-            elif al > base + tol:
-                note(
-                    "acceptance_length",
-                    f"acceptance length {al:.3f} > {label} {base:.3f} + {tol:g}"
-                    + (" (better: update the baseline)" if ref_kind == "baseline" else " (better)"),
+        _gate_findings(r, entry, fail, note)
+        _gate_metrics(r, entry, label, ref_kind, fail, note)
+    _missing_drafters(gate, entries, runs, label)
+    gate.passed = not gate.problems
+    return gate
+
+
+_Say = Callable[[str, str], None]  # (kind, message): a failure or a note of one run
+
+
+def _gate_findings(r: dict[str, Any], entry: dict[str, Any], fail: _Say, note: _Say) -> None:
+    """An error finding the baseline does not expect fails; an expected one no longer seen is a note."""
+    expected = set(entry.get("expected_findings") or [])
+    if r.get("findings") is not None:
+        for code in dict.fromkeys(f["code"] for f in r["findings"] if f.get("severity") == "error"):
+            if code not in expected:
+                engines = sorted(
+                    {str(f.get("engine")) for f in r["findings"] if f["code"] == code and f.get("engine")}
                 )
-        pp_spec = spec.get("per_position")
-        if isinstance(pp_spec, dict) and isinstance(pp_spec.get("values"), list):
-            base_pp = [float(x) for x in pp_spec["values"]]
-            tols = pp_spec.get("tolerance", DEFAULT_TOLERANCE["per_position"])
-            tol_list = [float(x) for x in tols] if isinstance(tols, list) else [float(tols)] * len(base_pp)
-            got = [float(x) for x in m.get("per_position") or []]
-            if len(got) != len(base_pp):
                 fail(
-                    "per_position",
-                    f"per-position acceptance has {len(got)} positions, {label} {len(base_pp)} (K changed?)",
+                    "new_error_finding",
+                    f"new error finding {code}" + (f" [{', '.join(engines)}]" if engines else ""),
                 )
-            else:
-                for i, (g, b, t) in enumerate(zip(got, base_pp, tol_list, strict=False)):
-                    if g < b - t:
-                        fail(
-                            "per_position",
-                            f"acceptance at draft position {i} {g:.3f} < {label} {b:.3f} − {t:g}",
-                        )
+    else:
+        for code in r.get("codes") or []:
+            if code not in expected:
+                fail("new_error_finding", f"new finding {code} (severity not recorded)")
+    seen = set(r.get("codes") or [])
+    if r.get("verdict") is not None and r["status"] == "ok":
+        gone = sorted(expected - seen)
+        if gone:
+            note("finding_gone", f"expected finding(s) no longer reported: {', '.join(gone)}")
+
+
+def _gate_metrics(
+    r: dict[str, Any], entry: dict[str, Any], label: str, ref_kind: str, fail: _Say, note: _Say
+) -> None:
+    """Acceptance length and per-position acceptance against the reference and its tolerances."""
+    m = r.get("metrics") or {}
+    if finite_number(m.get("acceptance_length")) is None:
+        return
+    spec = (entry.get("by_notebook") or {}).get(r["notebook"]) or entry
+    al_spec = spec.get("acceptance_length")
+    if isinstance(al_spec, dict) and finite_number(al_spec.get("value")) is not None:
+        base, tol = (
+            float(al_spec["value"]),
+            float(al_spec.get("tolerance", DEFAULT_TOLERANCE["acceptance_length"])),
+        )
+        al = float(m["acceptance_length"])
+        r["gate"][f"acceptance_length_{ref_kind}"] = base
+        if al < base - tol:
+            fail("acceptance_length", f"acceptance length {al:.3f} < {label} {base:.3f} − {tol:g}")
+        elif al > base + tol:
+            note(
+                "acceptance_length",
+                f"acceptance length {al:.3f} > {label} {base:.3f} + {tol:g}"
+                + (" (better: update the baseline)" if ref_kind == "baseline" else " (better)"),
+            )
+    pp_spec = spec.get("per_position")
+    if isinstance(pp_spec, dict) and isinstance(pp_spec.get("values"), list):
+        base_pp = [float(x) for x in pp_spec["values"]]
+        tols = pp_spec.get("tolerance", DEFAULT_TOLERANCE["per_position"])
+        tol_list = [float(x) for x in tols] if isinstance(tols, list) else [float(tols)] * len(base_pp)
+        got = [float(x) for x in m.get("per_position") or []]
+        if len(got) != len(base_pp):
+            fail(
+                "per_position",
+                f"per-position acceptance has {len(got)} positions, {label} {len(base_pp)} (K changed?)",
+            )
+            return
+        for i, (g, b, t) in enumerate(zip(got, base_pp, tol_list, strict=False)):
+            if g < b - t:
+                fail("per_position", f"acceptance at draft position {i} {g:.3f} < {label} {b:.3f} − {t:g}")
+
+
+def _missing_drafters(
+    gate: Gate, entries: dict[str, Any], runs: Sequence[dict[str, Any]], label: str
+) -> None:
+    """Notes for drafters the reference has but this run did not measure."""
     for name, entry in entries.items():
         mine = [r for r in runs if r["drafter"] == name]
         if not mine:
@@ -311,8 +332,6 @@ def evaluate_gate(runs: Sequence[dict[str, Any]], baseline: dict[str, Any] | Non
             gate.notes.append(
                 GateProblem(name, None, "missing", f"{label} has acceptance metrics; no run measured them")
             )
-    gate.passed = not gate.problems
-    return gate
 
 
 def _dedupe(items: list[Any]) -> list[Any]:

@@ -79,87 +79,37 @@ def why_low_acceptance(
     if launch is None and server is None:
         not_checked.append("server settings: no launch command (launch=...) and no server (server=...) given")
 
-    audit = None
+    audit = None if data is None else _audit(data, checkpoint, target, launch, not_checked)
     if data is None:
         not_checked.append(
             "data provenance, template and mode, trained lengths: no training data given (data=...)"
         )
-    else:
-        from eagle3_forensics.checks.data.findings import audit_data  # heavy: numpy, torch
-        from eagle3_forensics.probe.offline.teacher import greedy_labeller  # heavy: torch
-
-        # with a target, audit_data reports DATA_NOT_FROM_TARGET (the target's greedy token as the
-        # labeller), DATA_TEMPLATE_MISMATCH, DATA_TRAINED_LENGTH and CONTEXT_BEYOND_TRAINING (the
-        # serving context from the launch line), each with its cost block
-        try:
-            audit = audit_data(
-                data,
-                ScanOptions(target=target),
-                drafter=checkpoint,
-                launch=launch,
-                labeller=greedy_labeller(target),
-            )
-        except UnusableInputError as exc:
-            not_checked.append(f"data: {_one_line(exc)}")
-        else:
-            if audit.unusable:
-                not_checked.append(f"data: {audit.unusable_reason}")
-
     measured = None
     if d.unusable:
         not_checked.append("acceptance: the checkpoint cannot be read, so nothing was probed")
     elif target is None or prompts is None:
         not_checked.append("acceptance (00's engine gap, by length and segment): no target or prompts given")
     else:
-        from eagle3_forensics.probe.why import measure  # heavy: torch, transformers
-
-        errors = any(f.severity is Severity.ERROR and f.engine is not None for f in d.findings)
-        try:
-            measured = measure(
-                checkpoint,
-                target,
-                prompts,
-                engine,
-                checkpoint_errors=errors,
-                aux_sweep=any(f.code in AUX_CODES for f in d.findings),
-                max_prompts=max_prompts,
-                k=k,
-                max_new_tokens=max_new_tokens,
-                lengths=lengths,
-                device=device,
-            )
-        except UnusableInputError as exc:
-            not_checked.append(f"acceptance: the probe is not possible ({_one_line(exc)})")
-        else:
-            if not any(r["segment"] != "all" for r in measured.by_length):
-                not_checked.append(
-                    "acceptance per segment (scaffold, reasoning, answer): the probe gives no split"
-                )
-
+        measured = _measure(
+            d,
+            checkpoint,
+            target,
+            prompts,
+            engine,
+            not_checked,
+            max_prompts,
+            k,
+            max_new_tokens,
+            lengths,
+            device,
+        )
     server_findings: list[Finding] = []
-    if server is not None:
-        if prompts is None:
-            not_checked.append("server: no prompts given")
-        else:
-            from eagle3_forensics.probe.server.core import probe_server  # heavy: http client
-
-            # Integration point (issue 22, engineer `verify`): the server's verification settings
-            # (VERIFY_MODE_LOSSY, COMPARE_SETTINGS_DIFFER) arrive as findings of probe_server.
-            try:
-                sp = probe_server(
-                    server,
-                    engine.split("==")[0] if engine not in ("all", "reference") else "vllm",
-                    prompts,
-                    max_new_tokens=max_new_tokens,
-                    drafter=checkpoint,
-                    target=target,
-                    compare_with=None if measured is None else measured.trained,
-                )
-            except UnusableInputError as exc:
-                not_checked.append(f"server: {_one_line(exc)}")
-            else:
-                server_findings = list(sp.findings)
-
+    if server is not None and prompts is None:
+        not_checked.append("server: no prompts given")
+    elif server is not None and prompts is not None:
+        server_findings = _served(
+            server, engine, prompts, max_new_tokens, checkpoint, target, measured, not_checked
+        )
     ranking = rank_causes(
         d.findings,
         [] if audit is None else audit.findings,
@@ -172,3 +122,103 @@ def why_low_acceptance(
         acceptance_length=None if measured is None else measured.acceptance_length,
     )
     return WhyReport(str(checkpoint), engine, d, audit, measured, ranking, server_findings)
+
+
+def _audit(
+    data: str | Path,
+    checkpoint: str | Path,
+    target: str | Path | None,
+    launch: str | None,
+    not_checked: list[str],
+) -> DataAudit | None:
+    """audit-data over the training data, or None (the reason added to ``not_checked``).
+
+    With a target it reports DATA_NOT_FROM_TARGET (the target's greedy token as the labeller),
+    DATA_TEMPLATE_MISMATCH, DATA_TRAINED_LENGTH and CONTEXT_BEYOND_TRAINING (the serving context
+    from the launch line), each with its cost block."""
+    from eagle3_forensics.checks.data.findings import audit_data  # heavy: numpy, torch
+    from eagle3_forensics.probe.offline.teacher import greedy_labeller  # heavy: torch
+
+    try:
+        audit = audit_data(
+            data,
+            ScanOptions(target=target),
+            drafter=checkpoint,
+            launch=launch,
+            labeller=greedy_labeller(target),
+        )
+    except UnusableInputError as exc:
+        not_checked.append(f"data: {_one_line(exc)}")
+        return None
+    if audit.unusable:
+        not_checked.append(f"data: {audit.unusable_reason}")
+    return audit
+
+
+def _measure(
+    d: Diagnosis,
+    checkpoint: str | Path,
+    target: str | Path,
+    prompts: str | Path,
+    engine: str,
+    not_checked: list[str],
+    max_prompts: int,
+    k: int,
+    max_new_tokens: int,
+    lengths: Sequence[int],
+    device: str,
+) -> Measured | None:
+    """The in-process measurement (00's engine gap, the aux gain, acceptance by length and segment)."""
+    from eagle3_forensics.probe.why import measure  # heavy: torch, transformers
+
+    errors = any(f.severity is Severity.ERROR and f.engine is not None for f in d.findings)
+    try:
+        measured = measure(
+            checkpoint,
+            target,
+            prompts,
+            engine,
+            checkpoint_errors=errors,
+            aux_sweep=any(f.code in AUX_CODES for f in d.findings),
+            max_prompts=max_prompts,
+            k=k,
+            max_new_tokens=max_new_tokens,
+            lengths=lengths,
+            device=device,
+        )
+    except UnusableInputError as exc:
+        not_checked.append(f"acceptance: the probe is not possible ({_one_line(exc)})")
+        return None
+    if not any(r["segment"] != "all" for r in measured.by_length):
+        not_checked.append("acceptance per segment (scaffold, reasoning, answer): the probe gives no split")
+    return measured
+
+
+def _served(
+    server: str,
+    engine: str,
+    prompts: str | Path,
+    max_new_tokens: int,
+    checkpoint: str | Path,
+    target: str | Path | None,
+    measured: Measured | None,
+    not_checked: list[str],
+) -> list[Finding]:
+    """The live server's findings. Integration point (issue 22, engineer `verify`): the server's
+    verification settings (VERIFY_MODE_LOSSY, COMPARE_SETTINGS_DIFFER) arrive as findings of probe_server."""
+    from eagle3_forensics.probe.server.core import probe_server  # heavy: http client
+
+    try:
+        sp = probe_server(
+            server,
+            engine.split("==")[0] if engine not in ("all", "reference") else "vllm",
+            prompts,
+            max_new_tokens=max_new_tokens,
+            drafter=checkpoint,
+            target=target,
+            compare_with=None if measured is None else measured.trained,
+        )
+    except UnusableInputError as exc:
+        not_checked.append(f"server: {_one_line(exc)}")
+        return []
+    return list(sp.findings)

@@ -165,101 +165,139 @@ def _vocab_findings(scan: AuditScan, complete: bool) -> tuple[list[Finding], lis
                 entry["token_freq_matches_data"] = bool(np.array_equal(tf_counts, counts))
                 entry["map_matches_token_freq"] = bool(np.array_equal(tf_best, sel))
             report.append(entry)
-            # -- coverage ------------------------------------------------------------------------
-            if total and (cov < COVERAGE_WARN or cov < opt - COVERAGE_GAP):
-                sev = Severity.ERROR if cov < COVERAGE_ERROR else Severity.WARNING
-                sel_mask = np.zeros(size, dtype=bool)
-                sel_mask[sel] = True
-                missed = np.flatnonzero(~sel_mask & (counts > 0))
-                top = missed[np.argsort(-counts[missed], kind="stable")][:10]
-                findings.append(
-                    Finding(
-                        "DATA_COVERAGE_LOW",
-                        sev,
-                        f"{label}: the draft vocabulary covers {cov:.1%} of these samples' trained tokens "
-                        f"(a map from these samples would cover {opt:.1%}); the drafter can never propose the rest.",
-                        evidence={
-                            "map": mp["path"],
-                            "selection": sel_d["of"],
-                            "coverage": round(cov, 6),
-                            "best_coverage": round(opt, 6),
-                            "counted_tokens": total,
-                            "most_frequent_uncovered": [{"id": int(i), "count": int(counts[i])} for i in top],
-                        },
-                        fix="Build the map from the training data itself (eagle3-forensics vocab build, or the "
-                        "trainer's own vocab step on these samples), or raise draft_vocab_size.",
-                    )
-                )
+            m = _Judged(mp, sel_d, label, sel, v, counts, size, total)
+            findings.extend(_coverage_low(m, cov, opt))
             if exact or mp.get("role") == "drafter":
                 continue  # a drafter's map may come from other data than the samples audited
-            # -- not the top-v of these samples, beyond ties? ---------------------------------------
-            c_star = _threshold(counts, v)
-            sel_mask = np.zeros(size, dtype=bool)
-            sel_mask[sel] = True
-            margin = max(1, math.ceil(0.01 * c_star))
-            missing = np.flatnonzero(~sel_mask & (counts > c_star))
-            rare = np.flatnonzero(sel_mask & (counts > 0) & (counts < c_star))
-            bad_pad: np.ndarray = np.zeros(0, dtype=np.int64)
-            if c_star == 0 and not missing.size:
-                n_seen = int((counts[sel] > 0).sum())
-                free = np.flatnonzero(counts[: max(v, 1)] == 0)  # padding takes the smallest unseen ids < v
-                pads = free[: v - n_seen]
-                sel_unseen = sel[counts[sel] == 0]
-                bad_pad = np.setdiff1d(sel_unseen, pads)
-            if not missing.size and not rare.size and not bad_pad.size:
-                continue  # the same selection up to ties: nothing to report
-            # Error when the difference costs coverage (frequent ids left out); ids never seen in these
-            # samples picked instead of the trainers' padding prove other data but cost nothing here.
-            clear = bool((counts[missing] > c_star + margin).any()) or (
-                bool(missing.size) and overlap < 0.99 * v
-            )
-            sev = Severity.ERROR if clear and complete else Severity.WARNING
-            per_tie = []
-            for name, e in expected:
-                per_tie.append(
-                    {
-                        "tie_break": name,
-                        "overlap": int(np.intersect1d(e, sel).shape[0]),
-                        "only_in_map": np.setdiff1d(sel, e)[:10].tolist(),
-                        "only_in_data_top": np.setdiff1d(e, sel)[:10].tolist(),
-                    }
-                )
-            top_missing = missing[np.argsort(-counts[missing], kind="stable")][:10]
-            ev: dict[str, Any] = {
-                "map": mp["path"],
-                "selection": sel_d["of"],
-                "draft_vocab_size": v,
-                "overlap": overlap,
-                "overlap_fraction": round(overlap / v, 6),
-                "best_matching_tie_break": best_name,
-                "threshold_count": c_star,
-                "frequent_ids_missing": [{"id": int(i), "count": int(counts[i])} for i in top_missing],
-                "selected_ids_rarer_than_threshold": rare[:10].tolist(),
-                "selected_unseen_ids_not_padding": bad_pad[:10].tolist(),
-                "per_tie_break": per_tie,
-                "samples_read": scan.read,
-                "complete": complete,
-            }
-            if tf_counts is not None:
-                ev["map_matches_token_freq"] = entry.get("map_matches_token_freq")
-                ev["token_freq_matches_data"] = entry.get("token_freq_matches_data")
-            first = per_tie[[n for n, _ in expected].index(best_name)]
-            findings.append(
-                Finding(
-                    "DATA_VOCAB_MAP_NOT_FROM_DATA",
-                    sev,
-                    f"{label} is not the top-{v} of these samples' loss-masked token counts beyond ties: "
-                    f"{overlap}/{v} ids agree under the best-matching tie-break ({best_name}); first ids only "
-                    f"in the map {first['only_in_map'][:5]}, only in the data's top-{v} {first['only_in_data_top'][:5]}"
-                    + ("" if complete else " (only part of the data was read)")
-                    + ".",
-                    evidence=ev,
-                    fix="Rebuild d2t/t2d from these samples with the trainer's own tie-break (eagle3-forensics "
-                    "vocab build --tie-break id|first_row|first_seen), delete stale caches (SpecForge "
-                    "vocab_mapping/*.pt, speculators d2t.npy/t2d.npy, EAGLE cache.pt) and retrain the head.",
-                )
+            findings.extend(
+                _not_from_data(scan, m, expected, best_name, overlap, entry, tf_counts is not None, complete)
             )
     return findings, report
+
+
+@dataclass
+class _Judged:
+    """One selection of one map file, judged against these samples' counts."""
+
+    mp: dict[str, Any]
+    sel_d: dict[str, Any]
+    label: str
+    sel: np.ndarray
+    v: int
+    counts: np.ndarray
+    size: int
+    total: int
+
+
+def _coverage_low(m: _Judged, cov: float, opt: float) -> list[Finding]:
+    """DATA_COVERAGE_LOW: the selection covers too little of the trained tokens, or less than it could."""
+    mp, sel_d, label, sel, counts, size, total = m.mp, m.sel_d, m.label, m.sel, m.counts, m.size, m.total
+    findings: list[Finding] = []
+    if total and (cov < COVERAGE_WARN or cov < opt - COVERAGE_GAP):
+        sev = Severity.ERROR if cov < COVERAGE_ERROR else Severity.WARNING
+        sel_mask = np.zeros(size, dtype=bool)
+        sel_mask[sel] = True
+        missed = np.flatnonzero(~sel_mask & (counts > 0))
+        top = missed[np.argsort(-counts[missed], kind="stable")][:10]
+        findings.append(
+            Finding(
+                "DATA_COVERAGE_LOW",
+                sev,
+                f"{label}: the draft vocabulary covers {cov:.1%} of these samples' trained tokens "
+                f"(a map from these samples would cover {opt:.1%}); the drafter can never propose the rest.",
+                evidence={
+                    "map": mp["path"],
+                    "selection": sel_d["of"],
+                    "coverage": round(cov, 6),
+                    "best_coverage": round(opt, 6),
+                    "counted_tokens": total,
+                    "most_frequent_uncovered": [{"id": int(i), "count": int(counts[i])} for i in top],
+                },
+                fix="Build the map from the training data itself (eagle3-forensics vocab build, or the "
+                "trainer's own vocab step on these samples), or raise draft_vocab_size.",
+            )
+        )
+    return findings
+
+
+def _not_from_data(
+    scan: AuditScan,
+    m: _Judged,
+    expected: list[tuple[str, np.ndarray]],
+    best_name: str,
+    overlap: int,
+    entry: dict[str, Any],
+    with_token_freq: bool,
+    complete: bool,
+) -> list[Finding]:
+    """DATA_VOCAB_MAP_NOT_FROM_DATA: the selection is not the top-v of these samples beyond ties."""
+    mp, sel_d, label, sel, v, counts, size = m.mp, m.sel_d, m.label, m.sel, m.v, m.counts, m.size
+    findings: list[Finding] = []
+    c_star = _threshold(counts, v)
+    sel_mask = np.zeros(size, dtype=bool)
+    sel_mask[sel] = True
+    margin = max(1, math.ceil(0.01 * c_star))
+    missing = np.flatnonzero(~sel_mask & (counts > c_star))
+    rare = np.flatnonzero(sel_mask & (counts > 0) & (counts < c_star))
+    bad_pad: np.ndarray = np.zeros(0, dtype=np.int64)
+    if c_star == 0 and not missing.size:
+        n_seen = int((counts[sel] > 0).sum())
+        free = np.flatnonzero(counts[: max(v, 1)] == 0)  # padding takes the smallest unseen ids < v
+        pads = free[: v - n_seen]
+        sel_unseen = sel[counts[sel] == 0]
+        bad_pad = np.setdiff1d(sel_unseen, pads)
+    if not missing.size and not rare.size and not bad_pad.size:
+        return findings  # the same selection up to ties: nothing to report
+    # Error when the difference costs coverage (frequent ids left out); ids never seen in these
+    # samples picked instead of the trainers' padding prove other data but cost nothing here.
+    clear = bool((counts[missing] > c_star + margin).any()) or (bool(missing.size) and overlap < 0.99 * v)
+    sev = Severity.ERROR if clear and complete else Severity.WARNING
+    per_tie = []
+    for name, e in expected:
+        per_tie.append(
+            {
+                "tie_break": name,
+                "overlap": int(np.intersect1d(e, sel).shape[0]),
+                "only_in_map": np.setdiff1d(sel, e)[:10].tolist(),
+                "only_in_data_top": np.setdiff1d(e, sel)[:10].tolist(),
+            }
+        )
+    top_missing = missing[np.argsort(-counts[missing], kind="stable")][:10]
+    ev: dict[str, Any] = {
+        "map": mp["path"],
+        "selection": sel_d["of"],
+        "draft_vocab_size": v,
+        "overlap": overlap,
+        "overlap_fraction": round(overlap / v, 6),
+        "best_matching_tie_break": best_name,
+        "threshold_count": c_star,
+        "frequent_ids_missing": [{"id": int(i), "count": int(counts[i])} for i in top_missing],
+        "selected_ids_rarer_than_threshold": rare[:10].tolist(),
+        "selected_unseen_ids_not_padding": bad_pad[:10].tolist(),
+        "per_tie_break": per_tie,
+        "samples_read": scan.read,
+        "complete": complete,
+    }
+    if with_token_freq:
+        ev["map_matches_token_freq"] = entry.get("map_matches_token_freq")
+        ev["token_freq_matches_data"] = entry.get("token_freq_matches_data")
+    first = per_tie[[n for n, _ in expected].index(best_name)]
+    findings.append(
+        Finding(
+            "DATA_VOCAB_MAP_NOT_FROM_DATA",
+            sev,
+            f"{label} is not the top-{v} of these samples' loss-masked token counts beyond ties: "
+            f"{overlap}/{v} ids agree under the best-matching tie-break ({best_name}); first ids only "
+            f"in the map {first['only_in_map'][:5]}, only in the data's top-{v} {first['only_in_data_top'][:5]}"
+            + ("" if complete else " (only part of the data was read)")
+            + ".",
+            evidence=ev,
+            fix="Rebuild d2t/t2d from these samples with the trainer's own tie-break (eagle3-forensics "
+            "vocab build --tie-break id|first_row|first_seen), delete stale caches (SpecForge "
+            "vocab_mapping/*.pt, speculators d2t.npy/t2d.npy, EAGLE cache.pt) and retrain the head.",
+        )
+    )
+    return findings
 
 
 def select_top(counts: np.ndarray, v: int) -> np.ndarray:
@@ -283,6 +321,24 @@ def finish_audit(scan: AuditScan) -> DataAudit:
     f: list[Finding] = []
     for mp in s["maps"]:
         f.extend(Finding.from_dict(x) for x in mp["findings"])
+    f.extend(_file_findings(scan))
+    f.extend(_mask_findings(scan))
+    f.extend(_nonfinite_findings(scan))
+    f.extend(_width_findings(scan))
+    f.extend(_length_findings(scan))
+    f.extend(_target_findings(scan))
+    vf, vreport = _vocab_findings(scan, complete)
+    f.extend(vf)
+    f.extend(_duplicate_findings(scan))
+    tf, target_summary = target_fit_findings(scan)
+    f.extend(tf)
+    return DataAudit(scan, sort_findings(f), _summary(scan, vreport, target_summary, complete))
+
+
+def _file_findings(scan: AuditScan) -> list[Finding]:
+    """DATA_UNREADABLE (dumps, maps), DATA_LAYOUT_BROKEN, DATA_NOT_EAGLE3: files that cannot be trained on."""
+    s = scan.settings
+    f: list[Finding] = []
     if scan.unreadable.count:
         f.append(
             Finding(
@@ -345,6 +401,13 @@ def finish_audit(scan: AuditScan) -> DataAudit:
                 "data_generation_offline.py); EAGLE-3 itself trains online from the target.",
             )
         )
+    return f
+
+
+def _mask_findings(scan: AuditScan) -> list[Finding]:
+    """DATA_LOSS_MASK_EMPTY, DATA_LOSS_MASK_SUSPICIOUS: masks that train nothing, or the wrong tokens."""
+    s = scan.settings
+    f: list[Finding] = []
     if scan.mask_empty.count:
         sev = Severity.ERROR if scan.mask_empty.count == scan.read - scan.no_mask else Severity.WARNING
         f.append(
@@ -386,6 +449,12 @@ def finish_audit(scan: AuditScan) -> DataAudit:
                 "template used at data prep is the target's.",
             )
         )
+    return f
+
+
+def _nonfinite_findings(scan: AuditScan) -> list[Finding]:
+    """DATA_HIDDEN_NONFINITE."""
+    f: list[Finding] = []
     if scan.nonfinite.count:
         f.append(
             Finding(
@@ -397,7 +466,13 @@ def finish_audit(scan: AuditScan) -> DataAudit:
                 fix="Regenerate these samples (fp16 overflow is the usual cause: capture in bf16/fp32) or drop them.",
             )
         )
-    f.extend(_width_findings(scan))
+    return f
+
+
+def _length_findings(scan: AuditScan) -> list[Finding]:
+    """DATA_SEQ_TOO_LONG: samples beyond the drafter's (or target's) positions."""
+    s = scan.settings
+    f: list[Finding] = []
     if scan.too_long.count:
         f.append(
             Finding(
@@ -410,9 +485,12 @@ def finish_audit(scan: AuditScan) -> DataAudit:
                 "max_position_embeddings with matching RoPE settings.",
             )
         )
-    f.extend(_target_findings(scan))
-    vf, vreport = _vocab_findings(scan, complete)
-    f.extend(vf)
+    return f
+
+
+def _duplicate_findings(scan: AuditScan) -> list[Finding]:
+    """DATA_DUPLICATE_SAMPLES: rows repeated exactly."""
+    f: list[Finding] = []
     dups = _duplicates(scan)
     if dups:
         n = sum(len(g) - 1 for g in dups)
@@ -427,10 +505,15 @@ def finish_audit(scan: AuditScan) -> DataAudit:
                 "sampler padding can write the same row twice).",
             )
         )
-    tf, target_summary = target_fit_findings(scan)
-    f.extend(tf)
-    findings = sort_findings(f)
-    summary = {
+    return f
+
+
+def _summary(
+    scan: AuditScan, vreport: list[dict[str, Any]], target_summary: Any, complete: bool
+) -> dict[str, Any]:
+    """The audit's summary: what was read, the maps judged, the target fit."""
+    s = scan.settings
+    return {
         "files": s["total_files"],
         "samples_read": scan.read,
         "unreadable": scan.unreadable.count,
@@ -454,7 +537,6 @@ def finish_audit(scan: AuditScan) -> DataAudit:
         "complete": complete,
         "target_fit": target_summary,
     }
-    return DataAudit(scan, findings, summary)
 
 
 def _width_findings(scan: AuditScan) -> list[Finding]:
