@@ -8,6 +8,7 @@ facades loads no torch (the top-level package not even numpy), so the CLI and ``
 
 from __future__ import annotations
 
+import ast
 import importlib
 import subprocess
 import sys
@@ -101,3 +102,82 @@ def test_importing_the_facades_loads_no_torch_and_the_top_level_no_numpy() -> No
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent
     ).stdout.split()
     assert out == ["[]", "False"], out
+
+
+# -- what the facades stand for inside the package -------------------------------------------------
+
+#: cross-module ``_private`` imports still allowed, each with its reason
+PRIVATE_IMPORTS_ALLOWED = {
+    (
+        "eagle3_forensics/engines/targets_vllm.py",
+        "_names",
+    ): "engines/ is being rebuilt as records (its own issue)",
+}
+#: functions over 100 lines still allowed (at most three), each with its reason
+LONG_FUNCTIONS_ALLOWED = {
+    ("eagle3_forensics/engines/simulate.py", "simulate_load"): "engines/ is being rebuilt as records",
+    ("eagle3_forensics/probe/server/vllm.py", "probe_vllm"): "the live-probe work rewrites probe/server",
+    (
+        "eagle3_forensics/probe/server/compare.py",
+        "attach_comparison",
+    ): "the live-probe work rewrites probe/server",
+}
+MAX_FUNCTION_LINES = 100
+
+
+def _modules() -> list[tuple[str, ast.Module]]:
+    root = PACKAGE.parent
+    return [
+        (p.relative_to(root).as_posix(), ast.parse(p.read_text(encoding="utf-8")))
+        for p in sorted(PACKAGE.rglob("*.py"))
+    ]
+
+
+def private_imports(modules: list[tuple[str, ast.Module]]) -> set[tuple[str, str]]:
+    """``(file, name)`` for every ``from <package module> import _name`` (relative imports included)."""
+    out = set()
+    for path, tree in modules:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (
+                node.level or (node.module or "").startswith("eagle3_forensics")
+            ):
+                out |= {
+                    (path, a.name)
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                }
+    return out
+
+
+def long_functions(modules: list[tuple[str, ast.Module]]) -> set[tuple[str, str]]:
+    """``(file, function)`` for every function longer than :data:`MAX_FUNCTION_LINES` (decorators included)."""
+    out = set()
+    for path, tree in modules:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+                if (node.end_lineno or start) - start + 1 > MAX_FUNCTION_LINES:
+                    out.add((path, node.name))
+    return out
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    found = private_imports(_modules())
+    assert found <= set(PRIVATE_IMPORTS_ALLOWED), sorted(found - set(PRIVATE_IMPORTS_ALLOWED))
+    stale = set(PRIVATE_IMPORTS_ALLOWED) - found
+    assert not stale, f"no longer needed, remove from PRIVATE_IMPORTS_ALLOWED: {sorted(stale)}"
+
+
+def test_functions_are_at_most_100_lines() -> None:
+    assert len(LONG_FUNCTIONS_ALLOWED) <= 3
+    found = long_functions(_modules())
+    assert found <= set(LONG_FUNCTIONS_ALLOWED), sorted(found - set(LONG_FUNCTIONS_ALLOWED))
+    stale = set(LONG_FUNCTIONS_ALLOWED) - found
+    assert not stale, f"no longer needed, remove from LONG_FUNCTIONS_ALLOWED: {sorted(stale)}"
+
+
+def test_the_checkers_see_an_offender() -> None:
+    body = "\n".join(f"    x = {i}" for i in range(MAX_FUNCTION_LINES))
+    tree = ast.parse(f"from eagle3_forensics.errors import _hidden\nfrom . import _near\ndef f():\n{body}\n")
+    assert private_imports([("m.py", tree)]) == {("m.py", "_hidden"), ("m.py", "_near")}
+    assert long_functions([("m.py", tree)]) == {("m.py", "f")}
