@@ -74,11 +74,10 @@ LAB_ARGS ?=
 lab: setup  ## JupyterLab on 127.0.0.1 in notebooks/ with the eagle3-forensics kernel; prints the URL with its token (LAB_ARGS="--port N")
 	$(PY) scripts/lab.py $(LAB_ARGS)
 
-lint: setup  ## ruff, mypy and the import-linter layer contracts ([tool.importlinter] in pyproject.toml)
+lint: setup  ## ruff (check and format) and mypy; the import-linter layer contracts run once, in make test (tests/unit/test_architecture.py)
 	$(VENV)/bin/ruff check eagle3_forensics tests benchmarks scripts notebooks
 	$(VENV)/bin/ruff format --check eagle3_forensics tests benchmarks scripts notebooks
 	$(VENV)/bin/mypy
-	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 # --- the real-engine tier: vLLM's CPU build in its own venv (several GB; see docs/development.md "The engine tier") ---
 ENGINE_VENV := .venv-engine

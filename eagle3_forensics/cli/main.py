@@ -3,6 +3,8 @@
 One module per command (``cli/<command>.py``, each with ``add_parser(sub, parser_class)`` that sets
 ``func``, and ``json_command`` when it has ``--json``); this module builds the parser from
 :data:`COMMANDS` and maps errors to exit codes (``errors.ExitCode``, docs/cli.md "Exit codes").
+A command line that names a command imports that command's module only: the other fourteen
+would add a fifth to the start-up of every call (docs/benchmarks.md "CLI start-up").
 
 Exit codes: 0 no error finding / success; 1 at least one error finding; 2 unusable input
 or bad arguments (one line on stderr, never a traceback); 3 an internal error (a bug: please report);
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -27,23 +30,6 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 from eagle3_forensics import __version__, extras
-from eagle3_forensics.cli import (
-    audit_data,
-    diagnose,
-    history,
-    inspect,
-    make_demo,
-    merge,
-    merge_runs,
-    probe,
-    probe_offline,
-    probe_server,
-    repair,
-    report,
-    run,
-    schema,
-    vocab,
-)
 from eagle3_forensics.cli.output import (
     INTERNAL_ERROR,
     INTERRUPTED,
@@ -54,24 +40,30 @@ from eagle3_forensics.cli.output import (
 )
 from eagle3_forensics.errors import BadArgumentsError, ExitCode, ForensicsError, one_line
 
-# The commands, in the order of `--help`.
-COMMANDS: tuple[ModuleType, ...] = (
-    diagnose,
-    inspect,
-    repair,
-    make_demo,
-    report,
-    run,
-    merge_runs,
-    history,
-    probe,
-    probe_server,
-    vocab,
-    probe_offline,
-    audit_data,
-    merge,
-    schema,
+# The commands, in the order of `--help`; command `a-b` is the module `cli/a_b.py`.
+COMMANDS: tuple[str, ...] = (
+    "diagnose",
+    "inspect",
+    "repair",
+    "make-demo",
+    "report",
+    "run",
+    "merge-runs",
+    "history",
+    "probe",
+    "probe-server",
+    "vocab",
+    "probe-offline",
+    "audit-data",
+    "merge",
+    "schema",
 )
+
+
+def command_module(name: str) -> ModuleType:
+    """The module of command ``name`` (one of :data:`COMMANDS`), imported on first use."""
+    return importlib.import_module(f"eagle3_forensics.cli.{name.replace('-', '_')}")
+
 
 NO_COMMAND = "cli"
 """The schema of an argument error outside any command with ``--json`` (``eagle3-forensics/cli/1``)."""
@@ -92,12 +84,15 @@ class _Parser(argparse.ArgumentParser):
         raise _ArgumentsExit(f"{self.prog}: {message}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """Every command's parser, or only the command's that ``argv`` names (its first word that is not
+    an option): parsing that command line gives the same result either way, for less start-up."""
+    named = next((a for a in argv if not a.startswith("-")), None)
     p = _Parser(prog="eagle3-forensics", description="Forensic debugging of EAGLE-3 drafters.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for command in COMMANDS:
-        command.add_parser(sub, _Parser)
+    for name in (named,) if named in COMMANDS else COMMANDS:
+        command_module(name).add_parser(sub, _Parser)
     return p
 
 
@@ -146,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(arguments: list[str], json_mode: bool) -> int:
-    parser = build_parser()
+    parser = build_parser(arguments)
     try:
         args = parser.parse_args(arguments)
     except _ArgumentsExit as exc:  # the message is on stderr already
