@@ -101,6 +101,8 @@ AUX_CODES: frozenset[str] = frozenset(
     {
         "AUX_LAYER_IDS_CONVENTION_SHIFT",
         "AUX_LAYER_IDS_INVALID",
+        "AUX_LAYER_IDS_NOT_TRAINED",
+        "AUX_LAYER_IDS_NOT_RECORDED",
         "AUX_LAYER_IDS_IGNORED_BY_ENGINE",
         "AUX_LAYERS_DIFFER",
     }
