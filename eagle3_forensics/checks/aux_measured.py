@@ -67,6 +67,11 @@ class AuxCandidate:
             return 0
         return 1 if any(s != NEIGHBOUR for s in self.sources) else 2
 
+    @property
+    def support(self) -> int:
+        """How many engines and trainers would use this set (the consensus a tie goes to)."""
+        return sum(s != NEIGHBOUR for s in self.sources)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "ids_hf": list(self.ids),
@@ -97,7 +102,7 @@ class MeasuredAux:
         """The set reported as trained on: of the sets the top one does not beat beyond the noise, the
         config's ids, else an engine's or trainer's set, else the highest-scoring neighbour."""
         tied = [c for c in self.candidates if not beats(self.top, c)]
-        return min(tied, key=lambda c: (c.prior, -c.score))
+        return min(tied, key=lambda c: (c.prior, -c.support, -c.score))
 
     def find(self, ids: list[int] | tuple[int, ...] | None) -> AuxCandidate | None:
         if ids is None:

@@ -6,7 +6,7 @@ drafter was presumably trained on: where it differs from the engine's fallback t
 layers (error); where they agree, or the trainer is unknown, the trained layers are still only presumed
 (warning) — vllm#50170 (a ModelOpt head trained on other layers than ModelOpt's default) shows why.
 
-``AUX_LAYER_IDS_NOT_TRAINED`` (any engine): the config names ids, but a measurement on the target
+``AUX_LAYER_IDS_NOT_TRAINED`` (per engine): the config names ids, but a measurement on the target
 (:class:`~eagle3_forensics.checks.aux_measured.MeasuredAux`) finds another set accepting more, beyond the
 measurement's noise: the config's ids are not the layers it was trained on.
 
@@ -152,7 +152,10 @@ def _not_recorded(
 
 
 def check_aux_not_trained(ctx: Context) -> Iterator[Finding]:
-    """Recorded ids that a measurement beats beyond its noise: not the layers the drafter was trained on."""
+    """Recorded ids that a measurement beats beyond its noise: not the layers the drafter was trained on.
+
+    One finding per engine (whatever that engine makes of the ids, the config records the wrong layers,
+    and the fix — where to pin the measured ids — is the engine's)."""
     m = ctx.measured_aux
     ids, level = config_trained_ids(ctx)
     if m is None or ids is None or not m.material(ids):
@@ -160,23 +163,36 @@ def check_aux_not_trained(ctx: Context) -> Iterator[Finding]:
     best = list(m.best.ids)
     gap = m.gap(ids) or 0.0
     field = f"eagle_config.{AUX_FIELD}" if level == EAGLE else AUX_FIELD
-    fixes = [aux_fix(rules, ctx, best) for rules in ctx.engines if rules.name in ("sglang", "vllm")]
-    yield Finding(
-        "AUX_LAYER_IDS_NOT_TRAINED",
-        Severity.ERROR,
-        f"The config's aux ids ({field} = HF {ids}) are not the layers the drafter was trained on: measured on "
-        f"the target, HF {best} accepts more ({m.summary(ids)}).",
-        evidence={
-            "config_hf_ids": ids,
-            "config_field": field,
-            "pin_hf_ids": best,
-            "target_layers": ctx.target_layers,
-            **_measured(m, ids),
-            "cost": _cost(m, ids, gap),
-        },
-        fix="Pin the measured ids: "
-        + (" ".join(fixes) if fixes else f"write HF {best} where the engine reads them."),
-    )
+    for rules in ctx.engines:
+        if not _captures(rules, ctx):
+            continue
+        captured = ctx.aux(rules.name).captured
+        now = (
+            "captures them as they are"
+            if captured == best
+            else f"captures HF {captured}"
+            if captured is not None
+            else "captures its default"
+        )
+        yield Finding(
+            "AUX_LAYER_IDS_NOT_TRAINED",
+            Severity.ERROR,
+            f"The config's aux ids ({field} = HF {ids}) are not the layers the drafter was trained on: measured "
+            f"on the target, HF {best} accepts more ({m.summary(ids)}); {rules.display} ({rules.release}) "
+            f"{now}.",
+            engine=rules.name,
+            evidence={
+                "config_hf_ids": ids,
+                "config_field": field,
+                "pin_hf_ids": best,
+                "engine_hf_ids": captured,
+                "target_layers": ctx.target_layers,
+                **_measured(m, ids),
+                "cost": _cost(m, ids, gap),
+                **ctx.evidence_base(rules.name),
+            },
+            fix=f"Pin the measured ids. {aux_fix(rules, ctx, best)}",
+        )
 
 
 CHECKS = (check_aux_not_recorded, check_aux_not_trained)

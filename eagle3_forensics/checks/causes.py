@@ -118,6 +118,15 @@ EXPLANATIONS: dict[str, str] = {
 }
 
 
+#: where the leading code says more than its category's explanation
+CODE_EXPLANATIONS: dict[str, str] = {
+    "AUX_LAYER_IDS_NOT_TRAINED": "The config's aux-layer ids are not the layers the drafter was trained on (measured "
+    "on the target).",
+    "AUX_LAYER_IDS_NOT_RECORDED": "The config records no aux-layer ids and the engine's fallback is not the layers "
+    "the drafter was trained on.",
+}
+
+
 def category(code: str) -> str | None:
     """The cause category of a finding code, or ``None`` when the code never costs acceptance."""
     if code in NOT_CAUSES:
@@ -329,6 +338,7 @@ def rank_causes(
         key = (cat, "" if cat == CHECKPOINT else f.code)
         groups.setdefault(key, []).append(f)
     gap_cost = engine_gap.cost() if engine_gap is not None else None
+    groups = _contradicted(groups, engine_gap, set_aside)
     if (
         engine_gap is not None
         and (CHECKPOINT, "") not in groups
@@ -361,9 +371,8 @@ def rank_causes(
                 set_aside.append((f, f"costs {_describe(cost)}, below {MIN_DROP} acceptance length"))
             continue
         fix = next((f.fix for f in fs if f.fix), None)
-        causes.append(
-            Cause(cat, codes, severity, EXPLANATIONS[cat], [_evidence(f) for f in fs], cost, fix, fs)
-        )
+        explanation = CODE_EXPLANATIONS.get(codes[0], EXPLANATIONS[cat])
+        causes.append(Cause(cat, codes, severity, explanation, [_evidence(f) for f in fs], cost, fix, fs))
     causes.sort(
         key=lambda c: (
             c.cost is None or not c.cost.significant,  # an error that costs nothing measurable goes last
@@ -375,6 +384,40 @@ def rank_causes(
     return Ranking(causes, set_aside, list(not_checked), acceptance_length)
 
 
+#: engine-side aux codes: "the engine does not capture the trained layers" (the config's ids taken as trained)
+_ENGINE_AUX = frozenset({"AUX_LAYER_IDS_IGNORED_BY_ENGINE", "AUX_LAYER_IDS_CONVENTION_SHIFT"})
+
+
+def _contradicted(
+    groups: dict[tuple[str, str], list[Finding]],
+    gap: EngineGap | None,
+    set_aside: list[tuple[Finding, str]],
+) -> dict[tuple[str, str], list[Finding]]:
+    """Engine-side aux findings the measurement contradicts are set aside, not ranked at no cost.
+
+    They take the config's ids as the trained ones; when the engine's view accepts *more* than the
+    checkpoint as written (by at least :data:`MIN_DROP`), the engine's layers are the better ones and the
+    config's ids are what is wrong (AUX_LAYER_IDS_NOT_TRAINED, when measured)."""
+    fs = groups.get((CHECKPOINT, ""))
+    if gap is None or fs is None or gap.served - gap.trained < MIN_DROP:
+        return groups
+    keep = [f for f in fs if f.code not in _ENGINE_AUX]
+    for f in fs:
+        if f.code in _ENGINE_AUX:
+            set_aside.append(
+                (
+                    f,
+                    f"contradicted by the measurement: {gap.engine}'s view accepts {gap.served:.3f}, more than "
+                    f"the checkpoint as written ({gap.trained:.3f}); the config's aux ids are suspect, not the "
+                    "engine (measure them: diagnose --target --measure-aux)",
+                )
+            )
+    out = {k: v for k, v in groups.items() if k != (CHECKPOINT, "")}
+    if keep:
+        out[(CHECKPOINT, "")] = keep
+    return out
+
+
 def _describe(cost: Cost) -> str:
     if cost.acceptance_length_drop is not None:
         return f"{cost.acceptance_length_drop:.3f} acceptance length ({cost.basis})"
@@ -384,6 +427,7 @@ def _describe(cost: Cost) -> str:
 __all__ = [
     "AUX_CODES",
     "CATEGORIES",
+    "CODE_EXPLANATIONS",
     "MIN_DROP",
     "AuxGain",
     "Cause",

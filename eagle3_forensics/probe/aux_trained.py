@@ -43,10 +43,12 @@ if TYPE_CHECKING:
 
 #: the most candidate sets scored (config, engines and trainers first, then the neighbourhood)
 MAX_CANDIDATES = 16
-#: prompts and target tokens per prompt the measurement uses by default: 16 × 32 separates the demo's
-#: right set from a one-layer-off set by 3x its noise (docs/findings.md, AUX_LAYER_IDS_NOT_TRAINED)
+#: prompts and target tokens the measurement uses by default: up to 16 prompts sharing a budget of 512
+#: target tokens (32 to 128 per prompt). 16 × 32 separates the demo's right set from a one-layer-off set
+#: by 3x its noise, 4 × 128 by 3x too (docs/findings.md, AUX_LAYER_IDS_NOT_TRAINED)
 MEASURE_PROMPTS = 16
-MEASURE_TOKENS = 32
+MEASURE_BUDGET = 512
+MEASURE_TOKENS = (32, 128)
 #: prompts used when the caller gives none (short, generic; any tokenizer encodes them)
 DEFAULT_PROMPTS: tuple[str, ...] = (
     "The quick brown fox jumps over the lazy dog.",
@@ -105,11 +107,14 @@ def measure_trained_aux(
     prompts: str | Path | Sequence[str] | None = None,
     *,
     max_prompts: int = MEASURE_PROMPTS,
-    max_new_tokens: int = MEASURE_TOKENS,
+    max_new_tokens: int | None = None,
     k: int = 3,
     device: str = "cpu",
 ) -> MeasuredAux:
     """Score every candidate set on ``target`` over the first ``max_prompts`` prompts (best first).
+
+    ``max_new_tokens`` per prompt defaults to :data:`MEASURE_BUDGET` shared by the prompts, within
+    :data:`MEASURE_TOKENS`.
 
     Unusable input (a drafter the reference cannot build, a target without a tokenizer, prompts too
     short to score) raises :class:`UnusableInputError`."""
@@ -123,6 +128,9 @@ def measure_trained_aux(
     else:
         texts = read_prompts(prompts) if isinstance(prompts, (str, Path)) else list(prompts)
     texts = texts[: max(1, int(max_prompts))]
+    if max_new_tokens is None:
+        low, high = MEASURE_TOKENS
+        max_new_tokens = min(high, max(low, MEASURE_BUDGET // len(texts)))
     tm = load_target(target, device)
     model = load_drafter(checkpoint, tm, "reference", device=tm.device, dtype=tm.dtype)
     prompt_ids = [tm.encode(t) for t in texts]
@@ -173,6 +181,7 @@ def _score(
 __all__ = [
     "DEFAULT_PROMPTS",
     "MAX_CANDIDATES",
+    "MEASURE_BUDGET",
     "MEASURE_PROMPTS",
     "MEASURE_TOKENS",
     "candidate_sets",
