@@ -127,7 +127,7 @@ def test_missing_ids_error_exactly_where_trainer_and_engine_differ(
         assert presumed is not None and len(presumed) == 3
         if presumed != fallback:
             assert f.severity is Severity.ERROR and f.evidence["pin_hf_ids"] == presumed, (engine, f.message)
-            assert str(presumed) in f.fix
+            assert str(presumed) in (f.fix or "")
         else:
             assert f.severity is Severity.WARNING, (engine, f.message)
 
