@@ -71,3 +71,33 @@ def test_06_names_the_config_ids_first_and_the_repair_raises_acceptance(
     assert after.ranking.codes == [], ranking_text(after.ranking)
     assert after.ranking.acceptance_length is not None and r.acceptance_length is not None
     assert after.ranking.acceptance_length >= r.acceptance_length
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_probe_and_diagnose_measure_the_trained_layers(
+    wrong_ids: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``probe --measure-aux`` reports the trained set; ``diagnose --measure-aux`` lets it decide."""
+    base = [str(wrong_ids), "--target", str(TARGET)]
+    rc = main(
+        [
+            "probe",
+            *base,
+            "--prompts",
+            str(PROMPTS),
+            "--max-new-tokens",
+            "8",
+            "--no-sweep",
+            "--measure-aux",
+            "--json",
+        ]
+    )
+    payload = json.loads(capsys.readouterr().out)
+    assert rc == 0 and payload["trained_aux"]["best_ids_hf"] == [2, 4, 5]
+    rc = main(["diagnose", *base, "--engine", "sglang", "--measure-aux", str(PROMPTS), "--json"])
+    d = json.loads(capsys.readouterr().out)
+    codes = {(f["code"], f["engine"]) for f in d["findings"]}
+    assert rc == 1 and ("AUX_LAYER_IDS_NOT_TRAINED", "sglang") in codes
+    assert ("AUX_LAYER_IDS_IGNORED_BY_ENGINE", "sglang") not in codes
+    assert main(["diagnose", str(wrong_ids), "--measure-aux", str(PROMPTS)]) == 2  # needs --target
