@@ -167,8 +167,8 @@ def check_aux_valid(ctx: Context) -> Iterator[Finding]:
     """Malformed ids and a count that disagrees with fc (any engine); ids beyond the target (per engine)."""
     for level in (TOP, EAGLE):
         ids = ctx.cfg.at(level, AUX_FIELD)
-        if ids is None:
-            continue
+        if ids is None or ids == []:
+            continue  # absent, or empty as ModelOpt exports it: every engine falls back (AUX_LAYER_IDS_NOT_RECORDED)
         field = _field(level)
         problems = []
         if not _valid(ids):

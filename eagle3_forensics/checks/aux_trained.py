@@ -62,8 +62,8 @@ def check_aux_not_recorded(ctx: Context) -> Iterator[Finding]:
     """No ids recorded: each engine's fallback against the trainer's default, or the measurement."""
     if config_trained_ids(ctx)[0] is not None or ctx.target_layers is None:
         return
-    if any(ctx.cfg.at(level, AUX_FIELD) is not None for level in (TOP, EAGLE)):
-        return  # recorded but malformed: AUX_LAYER_IDS_INVALID says so
+    if any(ctx.cfg.at(level, AUX_FIELD) not in (None, []) for level in (TOP, EAGLE)):
+        return  # recorded but malformed: AUX_LAYER_IDS_INVALID says so (an empty list is not recorded)
     if ctx.cfg.at(EAGLE, "use_aux_hidden_state") is False:
         return  # no aux states at all: AUX_HIDDEN_STATE_DISABLED
     trainer = recognise_trainer(ctx.cfg)

@@ -79,11 +79,16 @@ def test_trainer_defaults_follow_their_code() -> None:
 # -- missing ids against several target classes (config only) ------------------------------------------
 
 
-def test_modelopt_70b_shape_without_ids_warns_naming_the_fallback(tmp_path: Path) -> None:
-    """vllm#50170's shape: ModelOpt's default equals vLLM's fallback (2, 40, 77), yet proves nothing."""
+@pytest.mark.parametrize("recorded", ["absent", "empty"])
+def test_modelopt_70b_shape_without_ids_warns_naming_the_fallback(recorded: str, tmp_path: Path) -> None:
+    """vllm#50170's shape: ModelOpt's default equals vLLM's fallback (2, 40, 77), yet proves nothing.
+    ModelOpt's default config holds ``eagle_aux_hidden_state_layer_ids: []``, which engines skip too."""
     target = build_target(tmp_path / "llama80", layers=80)
-    path = build_drafter(tmp_path / "d", config_extra={"eagle_config": MODELOPT_EAGLE})
-    found = _not_recorded(diagnose(path, target=target, engines=["vllm", "sglang"]).findings)
+    eagle = dict(MODELOPT_EAGLE, **({"eagle_aux_hidden_state_layer_ids": []} if recorded == "empty" else {}))
+    path = build_drafter(tmp_path / "d", config_extra={"eagle_config": eagle})
+    d = diagnose(path, target=target, engines=["vllm", "sglang"])
+    assert {f.code for f in d.findings if f.code.startswith("AUX_")} == {"AUX_LAYER_IDS_NOT_RECORDED"}
+    found = _not_recorded(d.findings)
     assert set(found) == {"vllm", "sglang"}
     for f in found.values():
         assert f.severity is Severity.WARNING
