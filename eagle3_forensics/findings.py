@@ -52,6 +52,8 @@ CHECK_CATALOGUE: dict[str, str] = {
     "TARGET_NO_EAGLE3_CAPTURE": "The target class cannot feed an EAGLE-3 drafter in this engine release.",
     "TARGET_CLASS_UNKNOWN": "The target class is not registered in the engine releases as read.",
     "AUX_LAYER_IDS_INVALID": "Aux-layer ids are malformed or out of range.",
+    "AUX_LAYER_IDS_NOT_TRAINED": "The config's aux-layer ids are not the layers the drafter was trained on (measured).",
+    "AUX_LAYER_IDS_NOT_RECORDED": "The config records no aux-layer ids; the engine falls back to its default.",
     "AUX_LAYER_IDS_IGNORED_BY_ENGINE": "The aux-layer ids are in a field the engine does not read.",
     "AUX_LAYER_IDS_CONVENTION_SHIFT": "The engine reads the aux-layer ids one layer away from training.",
     "AUX_LAYER_IDS_UNSORTED": "The aux-layer ids are not ascending; engines concatenate them in layer order.",

@@ -91,12 +91,17 @@ HTML(ranking_html(why.ranking))
 # The checkpoint-and-engine cost is 00's: the live acceptance length (vLLM's `1 + accepted /
 # num_drafts`, bonus included) under the engine's view of the checkpoint, against the trained view —
 # the checkpoint as its writer meant it, or, when the checkpoint has errors for the engine, the copy
-# `repair` makes ready for it (in a throw-away directory), whichever accepts more. The aux-layer
-# codes' estimate is the teacher-forced sweep's (notebook 04). The data checks' costs come with
+# `repair` makes ready for it (in a throw-away directory), whichever accepts more. The aux layers
+# the drafter was trained on are measured first: candidate id sets (the config's, each engine's,
+# each trainer's default, neighbours) scored by teacher-forced acceptance on the prompts; where the
+# best beats the config's ids beyond the per-prompt noise, "the config's ids are not the layers it
+# was trained on" (AUX_LAYER_IDS_NOT_TRAINED) carries that measured gap. The data checks' costs come with
 # their findings (`evidence.cost`: measured or estimated, and how).
 
 # %%
 print(why.measured.note if why.measured is not None else "nothing was probed")
+# the aux layers the drafter was trained on, measured on the target (AUX_LAYER_IDS_NOT_TRAINED / _NOT_RECORDED)
+print(why.measured_aux.summary(None) if why.measured_aux is not None else "trained aux layers: not measured")
 
 # %% [markdown]
 # ## 00's verdict for the engine served

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 
 from eagle3_forensics.checks import (
     aux_layers,
+    aux_trained,
     norms,
     special_tokens,
     structure,
@@ -25,6 +26,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *special_tokens.CHECKS,
     *target_capture.CHECKS,
     *aux_layers.CHECKS,
+    *aux_trained.CHECKS,
     *norms.CHECKS,
     *target_fit.CHECKS,
     *weights.CHECKS,

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from eagle3_forensics.checks.context import Context
+from eagle3_forensics.checks.trainers import recognise_trainer
 from eagle3_forensics.engines import ENGINES
 from eagle3_forensics.engines.aux_capture import AuxReading
 from eagle3_forensics.engines.rules import (
@@ -43,6 +44,8 @@ _WRITER_LEVELS: dict[str, tuple[str, ...]] = {
     "unknown": (EAGLE, TOP),
 }
 _SPECULATORS_RULE = AuxRule(AuxConvert.AS_IS)
+#: the "field" of trained ids that a measurement decided (``trained_ids``)
+MEASURED = "measured"
 
 
 def _field(level: str | None) -> str:
@@ -69,7 +72,20 @@ def writer_rule(ctx: Context, level: str | None) -> tuple[AuxRule, bool]:
 
 
 def trained_ids(ctx: Context) -> tuple[list[int] | None, str | None]:
-    """HF-index ids the drafter was trained with (``None``: trainer default) and the field they came from."""
+    """HF-index ids the drafter was trained with (``None``: trainer default) and the field they came from.
+
+    With a measurement (``ctx.measured_aux``) that beats the config's ids beyond its noise, the measured
+    best set wins (field ``"measured"``): the config's ids are then not the layers it was trained on.
+    """
+    ids, level = config_trained_ids(ctx)
+    m = ctx.measured_aux
+    if m is not None and ids is not None and m.material(ids):
+        return list(m.best.ids), MEASURED
+    return ids, level
+
+
+def config_trained_ids(ctx: Context) -> tuple[list[int] | None, str | None]:
+    """The ids the config records, as HF indices in the writer's convention, and their field."""
     n = ctx.target_layers
     for level in _WRITER_LEVELS[ctx.fmt.family]:
         ids = ctx.cfg.at(level, AUX_FIELD)
@@ -81,10 +97,26 @@ def trained_ids(ctx: Context) -> tuple[list[int] | None, str | None]:
 
 
 def trained_default(ctx: Context) -> list[int] | None:
-    """The layers a trainer captures when the drafter names none (its engine's default for the target)."""
+    """The layers presumed trained when the drafter names none: a material measurement's best set,
+    else the recognised trainer's default (:mod:`.trainers`), else SGLang's default for the target class."""
     n = ctx.target_layers
     if n is None:
         return None
+    presumed = trainer_default(ctx)
+    m = ctx.measured_aux
+    if m is not None and (presumed is None or m.material(presumed)):
+        return list(m.best.ids)
+    return presumed
+
+
+def trainer_default(ctx: Context) -> list[int] | None:
+    """The recognised trainer's default for this target (SpecForge and unknown: SGLang's class default)."""
+    n = ctx.target_layers
+    if n is None:
+        return None
+    trainer = recognise_trainer(ctx.cfg)
+    if trainer is not None and trainer.default is not None:
+        return trainer.default(n)
     rule, _ = writer_rule(ctx, None)
     return rule.default(n) if rule.default_hf is not None else default_ids(HF_DEFAULT_AUX, n)
 
@@ -127,8 +159,8 @@ def check_aux_valid(ctx: Context) -> Iterator[Finding]:
     """Malformed ids and a count that disagrees with fc (any engine); ids beyond the target (per engine)."""
     for level in (TOP, EAGLE):
         ids = ctx.cfg.at(level, AUX_FIELD)
-        if ids is None:
-            continue
+        if ids is None or ids == []:
+            continue  # absent, or empty as ModelOpt exports it: every engine falls back (AUX_LAYER_IDS_NOT_RECORDED)
         field = _field(level)
         problems = []
         if not _valid(ids):
@@ -188,7 +220,7 @@ def check_aux_valid(ctx: Context) -> Iterator[Finding]:
                 },
                 fix=_beyond_fix(rules, n, limit, trained)
                 if trained is None or max(trained) > limit
-                else _aux_fix(rules, ctx, trained),
+                else aux_fix(rules, ctx, trained),
             )
 
 
@@ -301,6 +333,10 @@ def check_aux_engines(ctx: Context) -> Iterator[Finding]:
     trained, trained_level = trained_ids(ctx)
     explicit = trained is not None
     trained_eff = trained if trained is not None else trained_default(ctx)
+    if not explicit:
+        # no ids recorded: AUX_LAYER_IDS_NOT_RECORDED (.aux_trained) judges each engine's fallback
+        yield from _ambiguous(ctx)
+        return
     for rules in ctx.engines:
         if not _captures(rules, ctx):
             continue
@@ -344,7 +380,7 @@ def check_aux_engines(ctx: Context) -> Iterator[Finding]:
             message,
             engine=rules.name,
             evidence=evidence,
-            fix=_aux_fix(rules, ctx, trained_eff),
+            fix=aux_fix(rules, ctx, trained_eff),
         )
     yield from _ambiguous(ctx)
 
@@ -421,7 +457,8 @@ def _ambiguous(ctx: Context) -> Iterator[Finding]:
                 )
 
 
-def _aux_fix(rules: EngineRules, ctx: Context, trained: list[int] | None) -> str:
+def aux_fix(rules: EngineRules, ctx: Context, trained: list[int] | None) -> str:
+    """Where and how to write the HF ids ``trained`` so that this release captures them."""
     if trained is None:
         return "Write the trained ids where this engine reads them (run with --target to compute them)."
     reading = ctx.aux(rules.name)

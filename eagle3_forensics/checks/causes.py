@@ -91,6 +91,8 @@ AUX_CODES: frozenset[str] = frozenset(
     {
         "AUX_LAYER_IDS_CONVENTION_SHIFT",
         "AUX_LAYER_IDS_INVALID",
+        "AUX_LAYER_IDS_NOT_TRAINED",
+        "AUX_LAYER_IDS_NOT_RECORDED",
         "AUX_LAYER_IDS_IGNORED_BY_ENGINE",
         "AUX_LAYERS_DIFFER",
     }
@@ -103,6 +105,15 @@ EXPLANATIONS: dict[str, str] = {
     LENGTH: "Requests run longer than the drafter was trained or configured for.",
     VOCABULARY: "The draft vocabulary lacks tokens the target emits, so those positions are never accepted.",
     SERVER: "The server's speculative or verification settings differ from what acceptance assumes.",
+}
+
+
+#: where the leading code says more than its category's explanation
+CODE_EXPLANATIONS: dict[str, str] = {
+    "AUX_LAYER_IDS_NOT_TRAINED": "The config's aux-layer ids are not the layers the drafter was trained on (measured "
+    "on the target).",
+    "AUX_LAYER_IDS_NOT_RECORDED": "The config records no aux-layer ids and the engine's fallback is not the layers "
+    "the drafter was trained on.",
 }
 
 
@@ -319,6 +330,7 @@ def rank_causes(
         key = (cat, "" if cat == CHECKPOINT else f.code)
         groups.setdefault(key, []).append(f)
     gap_cost = engine_gap.cost() if engine_gap is not None else None
+    groups = _contradicted(groups, engine_gap, set_aside)
     if (
         engine_gap is not None
         and (CHECKPOINT, "") not in groups
@@ -351,9 +363,8 @@ def rank_causes(
                 set_aside.append((f, f"costs {_describe(cost)}, below {MIN_DROP} acceptance length"))
             continue
         fix = next((f.fix for f in fs if f.fix), None)
-        causes.append(
-            Cause(cat, codes, severity, EXPLANATIONS[cat], [_evidence(f) for f in fs], cost, fix, fs)
-        )
+        explanation = CODE_EXPLANATIONS.get(codes[0], EXPLANATIONS[cat])
+        causes.append(Cause(cat, codes, severity, explanation, [_evidence(f) for f in fs], cost, fix, fs))
     causes.sort(
         key=lambda c: (
             c.cost is None or not c.cost.significant,  # an error that costs nothing measurable goes last
@@ -365,6 +376,40 @@ def rank_causes(
     return Ranking(causes, set_aside, list(not_checked), acceptance_length)
 
 
+#: engine-side aux codes: "the engine does not capture the trained layers" (the config's ids taken as trained)
+_ENGINE_AUX = frozenset({"AUX_LAYER_IDS_IGNORED_BY_ENGINE", "AUX_LAYER_IDS_CONVENTION_SHIFT"})
+
+
+def _contradicted(
+    groups: dict[tuple[str, str], list[Finding]],
+    gap: EngineGap | None,
+    set_aside: list[tuple[Finding, str]],
+) -> dict[tuple[str, str], list[Finding]]:
+    """Engine-side aux findings the measurement contradicts are set aside, not ranked at no cost.
+
+    They take the config's ids as the trained ones; when the engine's view accepts *more* than the
+    checkpoint as written (by at least :data:`MIN_DROP`), the engine's layers are the better ones and the
+    config's ids are what is wrong (AUX_LAYER_IDS_NOT_TRAINED, when measured)."""
+    fs = groups.get((CHECKPOINT, ""))
+    if gap is None or fs is None or gap.served - gap.trained < MIN_DROP:
+        return groups
+    keep = [f for f in fs if f.code not in _ENGINE_AUX]
+    for f in fs:
+        if f.code in _ENGINE_AUX:
+            set_aside.append(
+                (
+                    f,
+                    f"contradicted by the measurement: {gap.engine}'s view accepts {gap.served:.3f}, more than "
+                    f"the checkpoint as written ({gap.trained:.3f}); the config's aux ids are suspect, not the "
+                    "engine (measure them: diagnose --target --measure-aux)",
+                )
+            )
+    out = {k: v for k, v in groups.items() if k != (CHECKPOINT, "")}
+    if keep:
+        out[(CHECKPOINT, "")] = keep
+    return out
+
+
 def _describe(cost: Cost) -> str:
     if cost.acceptance_length_drop is not None:
         return f"{cost.acceptance_length_drop:.3f} acceptance length ({cost.basis})"
@@ -374,6 +419,7 @@ def _describe(cost: Cost) -> str:
 __all__ = [
     "AUX_CODES",
     "CATEGORIES",
+    "CODE_EXPLANATIONS",
     "MIN_DROP",
     "AuxGain",
     "Cause",

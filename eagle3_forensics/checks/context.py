@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle3_forensics.engines import ENGINES, release_label, resolve_release
 from eagle3_forensics.engines.aux_capture import AuxReading, aux_capture
@@ -14,6 +14,9 @@ from eagle3_forensics.engines.simulate import LoadReport, simulate_load
 from eagle3_forensics.engines.view import rules_for
 from eagle3_forensics.io.drafter import SMALL_TENSOR_ELEMENTS, DrafterFiles
 from eagle3_forensics.vocab.mapping.classify import VocabClassification, classify_mapping
+
+if TYPE_CHECKING:
+    from eagle3_forensics.checks.aux_measured import MeasuredAux
 
 
 @dataclass
@@ -29,6 +32,8 @@ class Context(DrafterFiles):
     releases: list[EngineRules] = field(default_factory=list)
     # architectures[0] of the model a --launch serves (its config.json), used when there is no --target
     served_architecture: str | None = None
+    # the aux-layer ids measured on the target (probe.aux_trained), when a caller measured them
+    measured_aux: MeasuredAux | None = None
 
     def __post_init__(self) -> None:
         if not self.releases:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_forensics.checks import Context, run_checks
+from eagle3_forensics.checks.aux_measured import MeasuredAux
 from eagle3_forensics.checks.launch import check_launch
 from eagle3_forensics.engines import release_label, resolve_engines
 from eagle3_forensics.engines.launch import (
@@ -234,6 +235,7 @@ def diagnose(
     engines: str | list[str] | tuple[str, ...] | None = "all",
     launch: str | None = None,
     launch_base: Path | None = None,
+    measured_aux: MeasuredAux | None = None,
 ) -> Diagnosis:
     """Run every static check. Unusable input gives a report with one CHECKPOINT_UNREADABLE finding.
 
@@ -243,7 +245,9 @@ def diagnose(
     ``engines`` is ``"all"``, it is read by the release that engine is judged by, and the launch
     checks run too. A malformed command line raises :class:`BadArgumentsError` (an unreadable
     options file :class:`UnusableInputError`) before the checkpoint is opened; relative paths in it
-    are taken from ``launch_base`` (default: the current directory).
+    are taken from ``launch_base`` (default: the current directory). ``measured_aux``: the aux layers
+    measured on the target (:func:`eagle3_forensics.probe.aux_trained.measure_trained_aux`); it decides
+    the aux findings (``AUX_LAYER_IDS_NOT_TRAINED``, ``AUX_LAYER_IDS_NOT_RECORDED``).
     """
     line = split_command(launch) if launch is not None else None
     everything = engines is None or engines == "all"
@@ -269,7 +273,14 @@ def diagnose(
         ckpt: Checkpoint = open_checkpoint(path)
         tinfo = open_target(target) if target is not None else None
         served = _served_architecture(settings, launch_base) if tinfo is None else None
-        ctx = Context(ckpt, tinfo, explicit_engines=explicit, releases=releases, served_architecture=served)
+        ctx = Context(
+            ckpt,
+            tinfo,
+            explicit_engines=explicit,
+            releases=releases,
+            served_architecture=served,
+            measured_aux=measured_aux,
+        )
         judged_labels = ctx.releases_judged()
         specs = {r.name: _spec(r) for r in releases}
         found = run_checks(ctx)

@@ -42,11 +42,34 @@ def run(args: argparse.Namespace) -> int:
         sweep=not args.no_sweep,
     )
     code = 0 if result.lossless else 1
+    trained = _trained_aux(args) if args.measure_aux else None
     if args.json:
-        emit_json("probe", result.to_dict(), code)
+        payload = result.to_dict()
+        if trained is not None:
+            payload["trained_aux"] = trained.to_dict()
+        emit_json("probe", payload, code)
     else:
         print(render_probe(result))
+        if trained is not None:
+            print(f"aux layers: {trained.summary(_config_ids(args.drafter, args.target))}")
     return code
+
+
+def _trained_aux(args: argparse.Namespace) -> Any:
+    """``--measure-aux``: the aux layers the drafter was trained on, scored on the target and prompts."""
+    from eagle3_forensics.probe.aux_trained import measure_trained_aux  # heavy: torch, transformers
+
+    return measure_trained_aux(args.drafter, args.target, args.prompts, k=args.k, device=args.device)
+
+
+def _config_ids(drafter: str, target: str) -> list[int] | None:
+    """The config's ids (HF index, as written) the summary compares the measured set with."""
+    from eagle3_forensics.checks.aux_layers import config_trained_ids  # heavy: numpy, safetensors
+    from eagle3_forensics.checks.context import Context  # heavy: numpy, safetensors
+    from eagle3_forensics.io.checkpoint import open_checkpoint  # heavy: numpy, safetensors
+    from eagle3_forensics.io.target import open_target  # heavy: numpy, safetensors
+
+    return config_trained_ids(Context(open_checkpoint(drafter), open_target(target)))[0]
 
 
 def _template_kwargs(value: str | None) -> dict[str, Any] | None:
@@ -125,4 +148,10 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     pr.add_argument("--no-sweep", action="store_true", help="skip the aux-layer sweep")
     pr.add_argument("--no-teacher-forced", action="store_true", help="skip the teacher-forced estimate")
     pr.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    pr.add_argument(
+        "--measure-aux",
+        action="store_true",
+        help="also score candidate aux-layer sets (the config's, each engine's, each trainer's default, "
+        "neighbours) by teacher-forced acceptance: the layers the drafter was trained on (trained_aux)",
+    )
     pr.set_defaults(func=run, extra="probe", json_command="probe", json_error_payload=_error_payload)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eagle3_forensics.checks.aux_measured import MeasuredAux
 from eagle3_forensics.checks.causes import AuxGain, EngineGap
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.probe.core import ProbeResult, probe, read_prompts
@@ -50,7 +51,12 @@ def _run(
 
 
 def _repaired_probe(
-    checkpoint: str | Path, target: str | Path, texts: Sequence[str], engine: str, **kw: Any
+    checkpoint: str | Path,
+    target: str | Path,
+    texts: Sequence[str],
+    engine: str,
+    measured_aux: MeasuredAux | None = None,
+    **kw: Any,
 ) -> tuple[ProbeResult | None, str]:
     """The trained view of the copy ``repair`` makes ready for ``engine`` (or why there is none)."""
     from eagle3_forensics.repair.execute import repair  # heavy: torch, safetensors
@@ -60,7 +66,7 @@ def _repaired_probe(
     with tempfile.TemporaryDirectory(prefix="e3f-why-") as tmp:
         out = Path(tmp) / "repaired"
         try:
-            result = repair(checkpoint, engine, out, target=target)
+            result = repair(checkpoint, engine, out, target=target, measured_aux=measured_aux)
         except (BadArgumentsError, UnusableInputError, ValueError) as exc:
             return None, f"repair refused: {' '.join(str(exc).split())}"
         if result.status != "repaired":
@@ -81,13 +87,15 @@ def measure(
     max_new_tokens: int = 24,
     lengths: Sequence[int] = (),
     device: str = "cpu",
+    measured_aux: MeasuredAux | None = None,
 ) -> Measured:
     """Probe under ``engine``'s view and the trained view; the gap is the checkpoint's measured cost.
 
     ``checkpoint_errors``: diagnose found errors for ``engine`` (then the repaired copy is probed too).
     ``aux_sweep``: run the teacher-forced aux-layer sweep (for the aux-layer codes). ``lengths``: more
     new-token budgets to probe under the engine's view (acceptance by length). An engine view the
-    probe cannot build raises :class:`UnusableInputError` with the reason.
+    probe cannot build raises :class:`UnusableInputError` with the reason. ``measured_aux``: the aux
+    layers measured on the target; the repaired copy pins them.
     """
     texts = (read_prompts(prompts) if isinstance(prompts, (str, Path)) else list(prompts))[
         : max(1, int(max_prompts))
@@ -113,7 +121,7 @@ def measure(
         # the writer's view may share the fault (a d2t written wrongly): probe the repaired copy. The
         # trained view does not depend on the engine, so where repair cannot target it, vLLM's copy shows it
         fix_for = view if view.split("==")[0] in _REPAIRABLE else "vllm"
-        repaired, why = _repaired_probe(checkpoint, target, texts, fix_for, **plain)
+        repaired, why = _repaired_probe(checkpoint, target, texts, fix_for, measured_aux, **plain)
         if repaired is not None and repaired.acceptance_length > trained.acceptance_length:
             trained, source = repaired, why
     how = (

@@ -41,6 +41,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from eagle3_forensics import __version__
+from eagle3_forensics.checks.aux_measured import MeasuredAux
 from eagle3_forensics.checks.diagnose import Diagnosis, diagnose
 from eagle3_forensics.engines import resolve_release
 from eagle3_forensics.errors import ExitCode, UnusableInputError
@@ -67,6 +68,8 @@ class RepairResult:
     dest: str | None = None
     verification: Diagnosis | None = None
     record: dict[str, Any] | None = None
+    # the confirm step (repair --target): live acceptance before and after, under the engine
+    confirm: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -98,6 +101,7 @@ class RepairResult:
             "plan": self.plan.to_dict() if self.plan is not None else None,
             "verification": verification,
             "record": self.record,
+            **({"confirm": self.confirm} if self.confirm is not None else {}),
         }
 
 
@@ -559,8 +563,12 @@ def repair(
     trust: str | None = None,
     dry_run: bool = False,
     force: bool = False,
+    measured_aux: MeasuredAux | None = None,
 ) -> RepairResult:
     """Plan and (unless ``dry_run``) write an engine-ready copy of ``src`` at ``out``.
+
+    ``measured_aux``: the aux layers measured on the target (:mod:`eagle3_forensics.probe.aux_trained`);
+    the copy pins them where they beat the config's ids (or the engine's fallback) beyond the noise.
 
     Never modifies ``src``. Raises :class:`RepairArgumentError` (a ``ValueError``) for bad arguments:
     an engine other than sglang/vllm, ``out`` equal to / inside / containing ``src``, an existing ``out``
@@ -572,7 +580,14 @@ def repair(
     o = Path(out)
     if (o.exists() or o.is_symlink()) and not force:
         raise RepairArgumentError(f"{out} exists; pass --force to replace it")
-    plan = repair_plan(src, engine, target=target, rebuild_vocab_from=rebuild_vocab_from, trust=trust)
+    plan = repair_plan(
+        src,
+        engine,
+        target=target,
+        rebuild_vocab_from=rebuild_vocab_from,
+        trust=trust,
+        measured_aux=measured_aux,
+    )
     if not plan.ok:
         return _refused(plan)
     if dry_run:

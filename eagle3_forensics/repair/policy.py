@@ -255,6 +255,23 @@ POLICY: dict[str, Policy] = {
         reason="the aux-layer ids are malformed or out of range; the trained ones cannot be inferred",
         options=("write the ids the drafter was trained with into a copy of config.json and repair that",),
     ),
+    "AUX_LAYER_IDS_NOT_TRAINED": Policy(
+        Action.FIX,
+        (StepKind.CONFIG,),
+        "the measured aux layers could not be written where {engine} reads them",
+        ("write the measured ids (the finding's evidence) into a copy of config.json",),
+        fixable_if="pin_hf_ids",
+    ),
+    "AUX_LAYER_IDS_NOT_RECORDED": Policy(
+        Action.FIX,
+        (StepKind.CONFIG,),
+        "the trained aux layers are not known",
+        (
+            "pass --target (and --prompts) so repair can measure them",
+            "write the trained ids into a copy of config.json",
+        ),
+        fixable_if="pin_hf_ids",
+    ),
     "AUX_LAYER_IDS_IGNORED_BY_ENGINE": Policy(
         Action.FIX,
         (StepKind.CONFIG,),

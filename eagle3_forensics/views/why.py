@@ -21,6 +21,7 @@ from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.dumps.options import ScanOptions
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from eagle3_forensics.checks.aux_measured import MeasuredAux
     from eagle3_forensics.checks.data.findings import DataAudit
     from eagle3_forensics.checks.diagnose import Diagnosis
     from eagle3_forensics.probe.why import Measured
@@ -35,6 +36,7 @@ class WhyReport:
     measured: Measured | None
     ranking: Ranking
     server_findings: list[Finding] = field(default_factory=list)
+    measured_aux: MeasuredAux | None = None  # the aux layers measured on the target (trained on)
 
     @property
     def by_length(self) -> list[dict[str, Any]]:
@@ -70,11 +72,12 @@ def why_low_acceptance(
     on; ``data``: its training data (a directory ``audit-data`` reads); ``launch``: the serving command;
     ``server``: a live server's URL (probed with ``prompts``)."""
     not_checked: list[str] = []
+    aux = _measure_aux(checkpoint, target, prompts, k, device, not_checked)
     try:
-        d = diagnose(checkpoint, target=target, engines=engine, launch=launch)
+        d = diagnose(checkpoint, target=target, engines=engine, launch=launch, measured_aux=aux)
     except BadArgumentsError as exc:  # a malformed launch command: judge the checkpoint without it
         not_checked.append(f"server settings: the launch command cannot be read ({_one_line(exc)})")
-        d = diagnose(checkpoint, target=target, engines=engine)
+        d = diagnose(checkpoint, target=target, engines=engine, measured_aux=aux)
         launch = None
     if launch is None and server is None:
         not_checked.append("server settings: no launch command (launch=...) and no server (server=...) given")
@@ -102,6 +105,7 @@ def why_low_acceptance(
             max_new_tokens,
             lengths,
             device,
+            aux,
         )
     server_findings: list[Finding] = []
     if server is not None and prompts is None:
@@ -121,7 +125,7 @@ def why_low_acceptance(
         not_checked=not_checked,
         acceptance_length=None if measured is None else measured.acceptance_length,
     )
-    return WhyReport(str(checkpoint), engine, d, audit, measured, ranking, server_findings)
+    return WhyReport(str(checkpoint), engine, d, audit, measured, ranking, server_findings, aux)
 
 
 def _audit(
@@ -167,6 +171,7 @@ def _measure(
     max_new_tokens: int,
     lengths: Sequence[int],
     device: str,
+    measured_aux: MeasuredAux | None,
 ) -> Measured | None:
     """The in-process measurement (00's engine gap, the aux gain, acceptance by length and segment)."""
     from eagle3_forensics.probe.why import measure  # heavy: torch, transformers
@@ -185,6 +190,7 @@ def _measure(
             max_new_tokens=max_new_tokens,
             lengths=lengths,
             device=device,
+            measured_aux=measured_aux,
         )
     except UnusableInputError as exc:
         not_checked.append(f"acceptance: the probe is not possible ({_one_line(exc)})")
@@ -222,3 +228,24 @@ def _served(
         not_checked.append(f"server: {_one_line(exc)}")
         return []
     return list(sp.findings)
+
+
+def _measure_aux(
+    checkpoint: str | Path,
+    target: str | Path | None,
+    prompts: str | Path | None,
+    k: int,
+    device: str,
+    not_checked: list[str],
+) -> MeasuredAux | None:
+    """The aux layers the drafter was trained on, measured on the target (``None``: not measurable)."""
+    if target is None or prompts is None:
+        not_checked.append("trained aux layers: measured only with a target and prompts")
+        return None
+    from eagle3_forensics.probe.aux_trained import measure_trained_aux  # heavy: torch, transformers
+
+    try:
+        return measure_trained_aux(checkpoint, target, prompts, k=k, device=device)
+    except UnusableInputError as exc:
+        not_checked.append(f"trained aux layers: not measurable ({_one_line(exc)})")
+        return None

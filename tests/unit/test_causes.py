@@ -178,3 +178,21 @@ def test_to_dict_is_json_shaped() -> None:
     assert d["causes"][0]["cost"]["basis"] == "measured"
     assert "cost" not in d["causes"][0]["evidence"][0].get("evidence", {})  # shown once, as the cause's cost
     assert d["not_checked"] == ["server"] and d["acceptance_length"] == 2.0
+
+
+def test_engine_aux_finding_contradicted_by_the_gap_is_set_aside() -> None:
+    """SGLang ignores a wrong top-level [2, 4, 7] and captures the trained [2, 4, 5]: its view accepts
+    more (3.310) than the checkpoint as written (3.065). "Ignored by the engine" is then no cause at
+    −0.000; the measured AUX_LAYER_IDS_NOT_TRAINED is, first, with its measured cost."""
+    gap = EngineGap("sglang", 3.310, 3.065, "live probe")
+    ignored = f("AUX_LAYER_IDS_IGNORED_BY_ENGINE", "error", "sglang")
+    r = rank_causes([ignored], engine="sglang", engine_gap=gap)
+    assert r.codes == [] and any("contradicted by the measurement" in why for _, why in r.set_aside)
+    measured = f("AUX_LAYER_IDS_NOT_TRAINED", "error", "sglang", **cost(0.231))
+    r = rank_causes([ignored, measured], engine="sglang", engine_gap=gap)
+    assert r.codes == ["AUX_LAYER_IDS_NOT_TRAINED"] and r.causes[0].codes == ["AUX_LAYER_IDS_NOT_TRAINED"]
+    assert r.causes[0].cost is not None and r.causes[0].cost.acceptance_length_drop == pytest.approx(0.231)
+    assert "not the layers the drafter was trained on" in r.causes[0].explanation
+    # not contradicted (the engine's view accepts less): the engine-side finding stays a cause
+    r = rank_causes([ignored], engine="sglang", engine_gap=EngineGap("sglang", 3.065, 3.310, "live probe"))
+    assert r.codes == ["AUX_LAYER_IDS_IGNORED_BY_ENGINE"]

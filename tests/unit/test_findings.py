@@ -580,6 +580,20 @@ CASES: list[Case] = [
         target={},
     ),
     Case(
+        # AngelSlim (Eagle3LlamaForCausalLM) captures HF [2, (N+1)//2, N-2] = [2, 4, 6] by default on an
+        # 8-layer target; every engine that reads the class falls back to [2, 4, 5] (SGLang has no
+        # Eagle3LlamaForCausalLM class: CONFIG_UNREADABLE_BY_ENGINE). Pinning the ids settles it.
+        "aux_not_recorded_trainer_differs",
+        "AUX_LAYER_IDS_NOT_RECORDED",
+        "error",
+        frozenset({"vllm", "eagle", "tensorrt_llm"}),
+        bad={"architectures": ["Eagle3LlamaForCausalLM"]},
+        good={"architectures": ["Eagle3LlamaForCausalLM"], "aux_top": [2, 4, 6], "aux_nested": [1, 3, 5]},
+        target={},
+        evidence={"trainer": "angelslim", "trainer_default_hf": [2, 4, 6], "engine_hf_ids": [2, 4, 5]},
+        strict_negative=False,
+    ),
+    Case(
         "aux_nested_ignored_undecided",
         "AUX_LAYER_IDS_IGNORED_BY_ENGINE",
         "warning",
@@ -828,7 +842,8 @@ def test_negative(case: Case, tmp_path: Path) -> None:
 
 def test_every_code_has_a_case() -> None:
     """Every static-check code has a case here; live-server codes are tested in test_server_probe.py."""
-    covered = {c.code for c in CASES} | {"CHECKPOINT_UNREADABLE"}
+    # AUX_LAYER_IDS_NOT_TRAINED comes only from a measurement on a target: tests/unit/test_aux_trained.py
+    covered = {c.code for c in CASES} | {"CHECKPOINT_UNREADABLE", "AUX_LAYER_IDS_NOT_TRAINED"}
     assert covered == set(CHECK_CATALOGUE)
     # DATA_* codes (audit-data) have their positive and negative tests in tests/unit/test_data_audit.py,
     # LAUNCH_* codes (diagnose --launch) theirs in tests/unit/test_launch.py
@@ -949,11 +964,27 @@ def test_healthy_flat_has_no_errors(tmp_path: Path) -> None:
 
 
 def test_healthy_flat_with_target_has_no_findings(tmp_path: Path) -> None:
+    # ids pinned where every engine reads them (HF [2, 4, 5]): nothing to say
+    path = build_drafter(tmp_path / "d", aux_top=[2, 4, 5], aux_nested=[1, 3, 4])
+    target = build_target(tmp_path / "t", with_weights=True)
+    d = diagnose(path, target=target, engines=["sglang", "vllm", "eagle"])
+    assert d.findings == [], [(f.code, f.engine, f.message) for f in d.findings]
+    assert d.exit_code == 0
+
+
+def test_unrecorded_ids_warn_where_trainer_and_engine_agree(tmp_path: Path) -> None:
+    """No ids: the SpecForge default equals every fallback, yet the trained layers are only presumed."""
     path = build_drafter(tmp_path / "d")
     target = build_target(tmp_path / "t", with_weights=True)
     d = diagnose(path, target=target, engines=["sglang", "vllm", "eagle"])
-    assert d.findings == []
+    assert {(f.code, f.severity, f.engine) for f in d.findings} == {
+        ("AUX_LAYER_IDS_NOT_RECORDED", Severity.WARNING, e) for e in ("sglang", "vllm", "eagle")
+    }
+    f = next(f for f in d.findings if f.engine == "vllm")
+    assert f.evidence["engine_hf_ids"] == [2, 4, 5] and f.evidence["trainer"] == "specforge"
+    assert "not recorded" in f.message and "--measure-aux" in (f.fix or "")
     assert d.exit_code == 0
+    assert not diagnose(path, engines=["vllm"]).findings  # without a target nothing numeric to say
 
 
 @pytest.mark.parametrize("engines", [["vllm", "speculators"], ["vllm"], ["speculators"]])

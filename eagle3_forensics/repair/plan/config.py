@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from eagle3_forensics.checks.aux_layers import trained_ids
+from eagle3_forensics.checks.aux_layers import MEASURED, trained_ids
 from eagle3_forensics.checks.norms import trained_flags
 from eagle3_forensics.engines.rules import ConfigStyle
 from eagle3_forensics.engines.simulate import engine_flag
@@ -245,9 +245,31 @@ def _tie(state: PlanState, out: dict[str, Any], llama: dict[str, Any]) -> None:
 def _aux(state: PlanState, out: dict[str, Any]) -> None:
     hf, level = trained_ids(state.ctx)
     if hf is None:
-        return  # trainer default: the same physical layers on every engine
-    fixes = ("AUX_LAYER_IDS_IGNORED_BY_ENGINE", "AUX_LAYER_IDS_CONVENTION_SHIFT", "AUX_LAYER_IDS_INVALID")
-    src_field = f"{'eagle_config.' if level == EAGLE else ''}{AUX_FIELD}"
+        # no ids recorded: pin what AUX_LAYER_IDS_NOT_RECORDED decided (measured, or the trainer's
+        # default where it differs from the engine's fallback); else nothing to pin
+        pins = [
+            f.evidence.get("pin_hf_ids")
+            for f in state.plan.source_errors()
+            if f.code == "AUX_LAYER_IDS_NOT_RECORDED"
+        ]
+        hf = next((list(p) for p in pins if p), None)
+        level = MEASURED if state.ctx.measured_aux is not None else "the trainer's default"
+        if hf is None:
+            return
+    fixes = (
+        "AUX_LAYER_IDS_IGNORED_BY_ENGINE",
+        "AUX_LAYER_IDS_CONVENTION_SHIFT",
+        "AUX_LAYER_IDS_INVALID",
+        "AUX_LAYER_IDS_NOT_TRAINED",
+        "AUX_LAYER_IDS_NOT_RECORDED",
+    )
+    src_field = (
+        f"{'eagle_config.' if level == EAGLE else ''}{AUX_FIELD}"
+        if level in (TOP, EAGLE)
+        else f"the {level} ids"
+        if level == MEASURED
+        else str(level)
+    )
     rules = rules_for(state.release, DrafterConfig(out))
     reading = state.ctx.aux(state.plan.engine)
     rule, n = reading.rule, state.ctx.target_layers

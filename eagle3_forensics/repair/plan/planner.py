@@ -21,6 +21,7 @@ import copy
 from pathlib import Path
 
 from eagle3_forensics.checks import run_checks
+from eagle3_forensics.checks.aux_measured import MeasuredAux
 from eagle3_forensics.checks.context import Context
 from eagle3_forensics.checks.diagnose import Diagnosis
 from eagle3_forensics.engines import release_label, resolve_release, split_spec
@@ -71,6 +72,7 @@ def repair_plan(
     target: str | Path | None = None,
     rebuild_vocab_from: str | Path | None = None,
     trust: str | None = None,
+    measured_aux: MeasuredAux | None = None,
 ) -> RepairPlan:
     """Diagnose ``src`` for ``engine`` and plan the repair; nothing is written.
 
@@ -102,7 +104,7 @@ def repair_plan(
         plan.unusable = str(exc)
         return plan
     plan._ckpt, plan._target_info = ckpt, tinfo
-    ctx = Context(ckpt, tinfo, explicit_engines=True, releases=[release])
+    ctx = Context(ckpt, tinfo, explicit_engines=True, releases=[release], measured_aux=measured_aux)
     try:
         findings = sort_findings(run_checks(ctx))
     except UnusableInputError as exc:
@@ -149,7 +151,7 @@ def repair_plan(
     _plan_files(plan, ckpt)
     if not plan.refusals:
         vck = planned_checkpoint(state, out_cfg)
-        vctx = Context(vck, tinfo, explicit_engines=True, releases=[release])
+        vctx = Context(vck, tinfo, explicit_engines=True, releases=[release], measured_aux=measured_aux)
         plan.predicted = sort_findings(run_checks(vctx))
     _cover(plan, display)
     return plan
