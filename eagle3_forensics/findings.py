@@ -75,6 +75,8 @@ SERVER_CATALOGUE: dict[str, str] = {
     "COUNTERS_WENT_BACKWARDS": "A cumulative counter decreased (or the process start time changed): a restart.",
     "NO_DRAFTS": "No verify step carried drafts during the probe.",
     "COUNTERS_INCONSISTENT": "The counters disagree with each other or with the tokens the requests generated.",
+    "COUNTERS_IMPOSSIBLE": "The server reports counters no run can produce (non-finite, negative, more accepted "
+    "than drafted, ...): no figure is reported.",
     "LAUNCH_NOT_EAGLE3": "The server's speculative method is not EAGLE-3.",
     "LAUNCH_TREE_DRAFTING": "The server drafts a tree; rates and per-position figures are not chain figures.",
     "LAUNCH_SETTINGS_DISAGREE": "Two things the server reports about its launch settings disagree.",
