@@ -1093,5 +1093,7 @@ def test_vllm_without_a_verify_step_reports_no_drafts(prompts_file: Path) -> Non
     # nothing to measure: no figure (not an acceptance length of 1.0), and the status says why
     d = none.to_dict()
     assert not none.measured and none.exit_code == 1
-    assert d["status"] == "nothing_drafted" and d["acceptance_length"] is None and d["acceptance_rate"] is None
+    assert (
+        d["status"] == "nothing_drafted" and d["acceptance_length"] is None and d["acceptance_rate"] is None
+    )
     assert some.live.num_drafts > 0 and "NO_DRAFTS" not in codes(some)
