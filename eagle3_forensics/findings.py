@@ -68,7 +68,7 @@ CHECK_CATALOGUE: dict[str, str] = {
 # The live-server probe (eagle3_forensics/probe/server/): faults, launch settings, counters, the engine gap.
 SERVER_CATALOGUE: dict[str, str] = {
     "SERVER_UNREACHABLE": "The server refused or dropped the connection (or the URL does not resolve).",
-    "SERVER_TIMEOUT": "The server did not answer within --timeout.",
+    "SERVER_TIMEOUT": "No complete answer within --timeout (one request), or the run's --budget was spent.",
     "SERVER_HTTP_ERROR": "The server answered with an HTTP error status.",
     "SERVER_BAD_RESPONSE": "The server's answer is not the JSON or Prometheus text the probe expects.",
     "NO_SPEC_DECODING": "The server reports no speculative-decoding counters or fields.",

@@ -32,9 +32,12 @@ own figures, findings and an optional comparison with an in-process result).
 
 Faults (connection refused, timeouts, HTTP errors, malformed JSON or metrics, a server without
 speculative decoding, a restart mid-run) become findings and an exit code, never a traceback.
-Requests are retried a bounded number of times: idempotent reads on any transient fault,
-generation requests only when the server refused the connection or answered 429/503 (the
-request was not processed, so the counters are not double-counted).
+Each request must finish, connect to last byte, within ``timeout``; the whole run within ``budget``.
+Requests are retried a bounded number of times with back-off: idempotent reads on any transient
+fault, generation requests only when the server refused the connection or answered 429/503 (the
+request was not processed, so the counters are not double-counted). Every number the server reports
+is checked where it enters (:mod:`.counters`): impossible counters are ``COUNTERS_IMPOSSIBLE`` and
+no figure, counters that never move are ``NO_DRAFTS`` and no figure.
 """
 
 from __future__ import annotations
@@ -129,27 +132,7 @@ def probe_server(
     if asked is not None:
         resolve_release(f"{engine}=={asked}")  # an unknown release is bad arguments before any request
     base = normalise_url(url)
-    for name, value, lo in (
-        ("max_new_tokens", max_new_tokens, 1),
-        ("concurrency", concurrency, 1),
-        ("retries", retries, 0),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-            raise UnusableInputError(f"{name} must be an integer >= {lo}, got {value!r}")
-    if retries > MAX_RETRIES:
-        raise UnusableInputError(f"retries must be at most {MAX_RETRIES}, got {retries}")
-    for name, seconds in (("timeout", timeout), ("budget", budget)):
-        if name == "budget" and seconds is None:
-            continue
-        if (
-            isinstance(seconds, bool)
-            or not isinstance(seconds, (int, float))
-            or not seconds > 0
-            or not math.isfinite(seconds)
-        ):
-            raise UnusableInputError(f"{name} must be a positive number of seconds, got {seconds!r}")
-    if not (isinstance(tolerance, (int, float)) and 0 <= tolerance < 10):
-        raise UnusableInputError(f"tolerance must be a fraction such as 0.1, got {tolerance!r}")
+    _check_numbers(max_new_tokens, concurrency, retries, timeout, budget, tolerance)
     texts = read_prompts(prompts) if isinstance(prompts, (str, Path)) else list(prompts)
     if not texts or not all(isinstance(t, str) and t for t in texts):
         raise UnusableInputError("prompts must be non-empty strings")
@@ -188,6 +171,38 @@ def probe_server(
     if reference is not None and r.measured:
         attach_comparison(r, reference, tolerance)
     return r
+
+
+def _check_numbers(
+    max_new_tokens: int,
+    concurrency: int,
+    retries: int,
+    timeout: float,
+    budget: float | None,
+    tolerance: float,
+) -> None:
+    """The numeric arguments, before any request (bad ones are unusable input, exit 2)."""
+    for name, value, lo in (
+        ("max_new_tokens", max_new_tokens, 1),
+        ("concurrency", concurrency, 1),
+        ("retries", retries, 0),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+            raise UnusableInputError(f"{name} must be an integer >= {lo}, got {value!r}")
+    if retries > MAX_RETRIES:
+        raise UnusableInputError(f"retries must be at most {MAX_RETRIES}, got {retries}")
+    for name, seconds in (("timeout", timeout), ("budget", budget)):
+        if name == "budget" and seconds is None:
+            continue
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not seconds > 0
+            or not math.isfinite(seconds)
+        ):
+            raise UnusableInputError(f"{name} must be a positive number of seconds, got {seconds!r}")
+    if not (isinstance(tolerance, (int, float)) and 0 <= tolerance < 10):
+        raise UnusableInputError(f"tolerance must be a fraction such as 0.1, got {tolerance!r}")
 
 
 def _progress(http: HttpClient, line: Callable[[str], None] | None) -> Progress | None:
