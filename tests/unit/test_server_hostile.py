@@ -292,6 +292,36 @@ def test_a_byte_at_a_time_is_cut_off(capsys: pytest.CaptureFixture[str], prompts
     assert "whole answer" in obj["findings"][0]["message"]
 
 
+def test_a_tls_handshake_that_trickles(capsys: pytest.CaptureFixture[str], prompts: Path) -> None:
+    """The deadline holds before the first HTTP byte too: a handshake record sent a byte at a time."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(4)
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = sock.accept()
+        conn.recv(4096)  # the ClientHello
+        for byte in b"\x16\x03\x03\x10\x00" + b"\x02" * 4096:
+            if stop.wait(0.05):
+                break
+            try:
+                conn.send(bytes([byte]))
+            except OSError:
+                break
+        conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        code, obj, _ = probe(
+            capsys, f"https://127.0.0.1:{sock.getsockname()[1]}", "vllm", prompts, "--retries", "0"
+        )
+    finally:
+        stop.set()
+        sock.close()
+    assert code == 4 and codes(obj) == ["SERVER_TIMEOUT"]
+
+
 def test_the_run_budget_ends_a_slow_run(capsys: pytest.CaptureFixture[str], prompts: Path) -> None:
     """Each answer within --timeout, but together beyond --budget: the message names the budget."""
     fake = Vllm()

@@ -65,7 +65,10 @@ def _excerpt(data: bytes, n: int = 300) -> str:
 
 
 class _Watch:
-    """Shuts every socket of one attempt when its deadline passes (a trickle cannot outlive it)."""
+    """Shuts the connection of one attempt when its deadline passes (a trickle cannot outlive it).
+
+    It holds a duplicate of each socket: ``shutdown`` on the duplicate ends the connection for every
+    descriptor, including the one TLS wrapped during the handshake."""
 
     def __init__(self, seconds: float) -> None:
         self.expired = False
@@ -78,41 +81,44 @@ class _Watch:
     def _expire(self) -> None:
         with self._lock:
             self.expired = True
-            socks = list(self._socks)
-        for s in socks:
-            _shut(s)
+            for s in self._socks:
+                with contextlib.suppress(OSError):  # already closed: nothing left to cut off
+                    s.shutdown(socket.SHUT_RDWR)
 
-    def register(self, sock: socket.socket | None) -> None:
-        if sock is None:
-            return
+    def register(self, sock: socket.socket) -> None:
         with self._lock:
-            self._socks.append(sock)
-            late = self.expired
-        if late:
-            _shut(sock)
+            dup = sock.dup()
+            self._socks.append(dup)
+            if self.expired:
+                with contextlib.suppress(OSError):
+                    dup.shutdown(socket.SHUT_RDWR)
 
     def cancel(self) -> None:
         self._timer.cancel()
-
-
-def _shut(sock: socket.socket) -> None:
-    with contextlib.suppress(OSError):  # already closed: nothing left to cut off
-        sock.shutdown(socket.SHUT_RDWR)
+        with self._lock:
+            for s in self._socks:
+                s.close()
+            self._socks.clear()
 
 
 def _opener(watch: _Watch) -> urllib.request.OpenerDirector:
     """urllib's usual opener (proxies from the environment, redirects with its loop bound) whose
-    connections register their sockets with ``watch``."""
+    connections register their sockets with ``watch`` as soon as they exist (before any TLS)."""
+
+    def connect(*args: Any, **kwargs: Any) -> socket.socket:
+        sock = socket.create_connection(*args, **kwargs)
+        watch.register(sock)
+        return sock
 
     class Conn(http.client.HTTPConnection):
-        def connect(self) -> None:
-            super().connect()
-            watch.register(self.sock)
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._create_connection = connect
 
     class TlsConn(http.client.HTTPSConnection):
-        def connect(self) -> None:
-            super().connect()
-            watch.register(self.sock)
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._create_connection = connect
 
     class Handler(urllib.request.HTTPHandler):
         def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
@@ -183,8 +189,8 @@ class HttpClient:
     def _budget_spent(self, what: str, attempt: int) -> ServerFault:
         return ServerFault(
             "SERVER_TIMEOUT",
-            f"{what}: the run budget of {self.budget:g} s (--budget) was spent after {self.elapsed:.1f} s, "
-            f"waiting for {what} (attempt {attempt})",
+            f"{what}: the run budget of {self.budget:g} s (--budget) was spent after {self.elapsed:.1f} s "
+            f"waiting for this answer (attempt {attempt})",
             {
                 "request": what,
                 "budget_s": self.budget,
