@@ -649,3 +649,21 @@ def test_bad_deadlines_are_bad_arguments(
     code = main(["probe-server", "http://127.0.0.1:9", "--engine", "vllm", "--prompts", str(prompts), *args])
     _, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("start", "step", "why"),
+    [
+        ({"accepted": "NaN"}, {}, "the server reports impossible counters"),
+        ({}, {"drafts": 0, "draft_tokens": 0, "accepted": 0, "per_pos": [0, 0, 0]}, "nothing was drafted"),
+    ],
+    ids=["impossible", "nothing_drafted"],
+)
+def test_the_text_view_says_why_there_is_no_figure(
+    capsys: pytest.CaptureFixture[str], prompts: Path, start: dict[str, Any], step: dict[str, Any], why: str
+) -> None:
+    with Fake(Vllm(start, step).routes()) as srv:
+        code = main(["probe-server", srv.url, "--engine", "vllm", "--prompts", str(prompts), *FAST])
+    out, err = capsys.readouterr()
+    assert code == 1 and "Traceback" not in out + err
+    assert f"no acceptance measured: {why}" in out and "acceptance length " not in out

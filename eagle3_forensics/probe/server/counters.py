@@ -72,6 +72,11 @@ def count_problem(value: float | None) -> str | None:
     return None
 
 
+def as_reported(value: float | None) -> float | str | None:
+    """A figure unchanged for JSON, but NaN and infinities as text (strict JSON has neither)."""
+    return value if value is None or math.isfinite(value) else str(value)
+
+
 def shown(value: float | None) -> float | int | str | None:
     """A value as JSON evidence can carry it (NaN and infinities as text, whole floats as ints)."""
     if value is None:

@@ -22,6 +22,7 @@ from eagle3_forensics.probe.server.counters import (
     MAX_POSITIONS,
     Checks,
     Tally,
+    as_reported,
     check_tally,
     number,
     refuse,
@@ -335,14 +336,14 @@ def probe_sglang(
     avg_after = _avg_accept_length(info_after)
     r.server["engine_reported"] = {
         "avg_spec_accept_length": {
-            "before": [shown(v) for v in avg_before or []] or None,
-            "after": [shown(v) for v in avg_after or []] or None,
+            "before": [as_reported(v) for v in avg_before or []] or None,
+            "after": [as_reported(v) for v in avg_after or []] or None,
             "convention": SERVER_CONVENTIONS["server.sglang.avg_spec_accept_length"],
         },
         "metrics_gauges": None
         if gauges_after is None
         else {
-            **{k: shown(v) if isinstance(v, float) else v for k, v in gauges_after.items()},
+            **{k: as_reported(v) if isinstance(v, float) else v for k, v in gauges_after.items()},
             "convention": SERVER_CONVENTIONS["server.sglang.metrics_gauges"],
         },
     }

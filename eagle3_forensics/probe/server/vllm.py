@@ -23,6 +23,7 @@ from eagle3_forensics.probe.server.counters import (
     MAX_POSITIONS,
     Checks,
     Tally,
+    as_reported,
     check_tally,
     number,
     refuse,
@@ -121,7 +122,7 @@ class VllmCounters:
             "num_accepted_tokens_per_pos": [shown(self.per_pos.get(i, 0.0)) for i in range(self.k)],
             "generation_tokens": shown(self.generation_tokens),
             "prompt_tokens": shown(self.prompt_tokens),
-            "process_start_time_seconds": shown(self.start_time),
+            "process_start_time_seconds": as_reported(self.start_time),
         }
 
 
