@@ -70,13 +70,15 @@ CHECK_CATALOGUE: dict[str, str] = {
 # The live-server probe (eagle3_forensics/probe/server/): faults, launch settings, counters, the engine gap.
 SERVER_CATALOGUE: dict[str, str] = {
     "SERVER_UNREACHABLE": "The server refused or dropped the connection (or the URL does not resolve).",
-    "SERVER_TIMEOUT": "The server did not answer within --timeout.",
+    "SERVER_TIMEOUT": "No complete answer within --timeout (one request), or the run's --budget was spent.",
     "SERVER_HTTP_ERROR": "The server answered with an HTTP error status.",
     "SERVER_BAD_RESPONSE": "The server's answer is not the JSON or Prometheus text the probe expects.",
     "NO_SPEC_DECODING": "The server reports no speculative-decoding counters or fields.",
     "COUNTERS_WENT_BACKWARDS": "A cumulative counter decreased (or the process start time changed): a restart.",
     "NO_DRAFTS": "No verify step carried drafts during the probe.",
     "COUNTERS_INCONSISTENT": "The counters disagree with each other or with the tokens the requests generated.",
+    "COUNTERS_IMPOSSIBLE": "The server reports counters no run can produce (non-finite, negative, more accepted "
+    "than drafted, ...): no figure is reported.",
     "LAUNCH_NOT_EAGLE3": "The server's speculative method is not EAGLE-3.",
     "LAUNCH_TREE_DRAFTING": "The server drafts a tree; rates and per-position figures are not chain figures.",
     "LAUNCH_SETTINGS_DISAGREE": "Two things the server reports about its launch settings disagree.",

@@ -80,6 +80,7 @@ NOT_CAUSES: frozenset[str] = frozenset(
         "COUNTERS_WENT_BACKWARDS",
         "NO_DRAFTS",
         "COUNTERS_INCONSISTENT",
+        "COUNTERS_IMPOSSIBLE",
         "LAUNCH_SETTINGS_UNKNOWN",
         "DRAFTER_NOT_READABLE",
         "TARGET_CLASS_UNKNOWN",

@@ -23,6 +23,18 @@ def _server_engine(value: str) -> str:
     return value
 
 
+def _stderr_line(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def _show_progress(args: argparse.Namespace) -> bool:
+    """``--progress``/``--no-progress``, else on when stderr is a terminal."""
+    if args.progress is not None:
+        return bool(args.progress)
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
 def run(args: argparse.Namespace) -> int:
     from eagle3_forensics.probe.server.core import probe_server  # heavy: torch (via probe.core)
     from eagle3_forensics.probe.server.result import FAULT_CODES  # heavy: as above
@@ -41,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         compare_with=args.compare_with,
         tolerance=args.tolerance,
         launch=args.launch,
+        budget=args.budget,
+        progress=_stderr_line if _show_progress(args) else None,
     )
     error = None
     if result.faulted:
@@ -60,10 +74,13 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "probe-server",
         help="accept-rate probe against a live vLLM or SGLang server (counters "
         "before/after, launch-settings check, gap to an in-process probe)",
-        epilog="exit codes: 0 measured, no error finding; 1 an error finding (no speculative "
-        "decoding, restart mid-run, engine gap beyond --tolerance, aux layers differ); "
-        "2 bad arguments or input files (a --launch command the engine would refuse); 4 the server could not be probed (refused, "
-        "timed out, HTTP error, malformed answer).",
+        epilog="exit codes: 0 measured, no error finding; 1 no figure or an error finding (status "
+        "counters_impossible: the server reports impossible counters; nothing_drafted: the counters did not "
+        "move; not_measured: no speculative decoding or a restart mid-run; or an engine gap beyond "
+        "--tolerance, aux layers differ); 2 bad arguments or input files (a --launch command the engine "
+        "would refuse); 3 an internal error (a bug: please report it); 4 the server could not be probed "
+        "(refused, no complete answer within --timeout, --budget spent, HTTP error, malformed answer); "
+        "130 interrupted.",
     )
     ps.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8000")
     ps.add_argument(
@@ -81,9 +98,31 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "--max-new-tokens", type=int, default=64, help="new tokens per prompt, EOS ignored (default 64)"
     )
     ps.add_argument("--concurrency", type=int, default=1, help="requests in flight at once (default 1)")
-    ps.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP request (default 60)")
     ps.add_argument(
-        "--retries", type=int, default=3, help="extra attempts per request on transient faults (default 3)"
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds for one HTTP request: connect, send and the whole answer (a server that trickles "
+        "is cut off; default 60)",
+    )
+    ps.add_argument(
+        "--budget",
+        type=float,
+        metavar="SECONDS",
+        help="seconds for the whole run: every request, retry and back-off (default 60 + 0.05 × prompts × "
+        "--max-new-tokens, 111 s for the 16 demo prompts × 64 tokens)",
+    )
+    ps.add_argument(
+        "--retries",
+        type=int,
+        default=3,
+        help="extra attempts per request on transient faults, with back-off 0.5, 1, 2 ... 5 s (default 3)",
+    )
+    ps.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="one line on stderr per answered prompt (default: when stderr is a terminal)",
     )
     ps.add_argument("--model", help="vLLM: served model name (default: the first of /v1/models)")
     ps.add_argument(

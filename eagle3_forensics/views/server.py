@@ -72,7 +72,12 @@ def render_server_probe(r: ServerProbeResult) -> str:
                 f"avg_spec_accept_length {', '.join(_f(x) for x in avg['after'])}   (since server start)"
             )
     else:
-        lines.append("no acceptance measured")
+        why = {
+            "counters_impossible": "the server reports impossible counters (COUNTERS_IMPOSSIBLE)",
+            "nothing_drafted": "nothing was drafted (NO_DRAFTS)",
+            "server_fault": "the server could not be probed",
+        }.get(r.status, "see the findings")
+        lines.append(f"no acceptance measured: {why}")
     if r.compare:
         c = r.compare
         al = c["acceptance_length"]

@@ -599,6 +599,29 @@ def test_vllm_other_traffic_makes_the_counters_inconsistent(prompts_file: Path) 
     assert "generation_tokens" in f.message
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_more_accepted_than_drafted_is_refused(prompts_file: Path, engine: str) -> None:
+    """No run accepts more drafts than it proposed: COUNTERS_IMPOSSIBLE, no figure (the full set of
+    hostile cases is tests/unit/test_server_hostile.py)."""
+
+    def inflate(f: FakeVllm) -> None:
+        f.accepted += 2 * K * f.drafts  # more than every draft token proposed so far
+
+    def over(meta: dict[str, Any]) -> dict[str, Any]:
+        return {**meta, "spec_num_correct_drafts": meta["spec_num_proposed_drafts"] + 1}
+
+    fake: FakeVllm | FakeSglang = (
+        FakeVllm(after_requests=inflate) if engine == "vllm" else FakeSglang(meta_override=over)
+    )
+    with FakeServer(fake.routes()) as srv:
+        r = probe_server(srv.url, engine, prompts_file, max_new_tokens=NEW)
+    d = r.to_dict()
+    assert "COUNTERS_IMPOSSIBLE" in codes(r) and not r.measured and r.exit_code == 1
+    assert d["status"] == "counters_impossible" and d["acceptance_length"] is None
+    f = next(f for f in r.findings if f.code == "COUNTERS_IMPOSSIBLE")
+    assert f.severity.value == "error" and f.evidence["problems"][0]["values"]
+
+
 def test_parse_metrics_sums_engines_and_ignores_created() -> None:
     text = (
         "# TYPE vllm:spec_decode_num_drafts counter\n"
@@ -1067,5 +1090,10 @@ def test_vllm_without_a_verify_step_reports_no_drafts(prompts_file: Path) -> Non
         none = probe_server(srv.url, "vllm", prompts_file, max_new_tokens=1)
         some = probe_server(srv.url, "vllm", prompts_file, max_new_tokens=NEW)
     assert none.live.num_drafts == 0 and "NO_DRAFTS" in codes(none)
-    assert none.exit_code == 0  # a warning: nothing to measure, nothing wrong
+    # nothing to measure: no figure (not an acceptance length of 1.0), and the status says why
+    d = none.to_dict()
+    assert not none.measured and none.exit_code == 1
+    assert (
+        d["status"] == "nothing_drafted" and d["acceptance_length"] is None and d["acceptance_rate"] is None
+    )
     assert some.live.num_drafts > 0 and "NO_DRAFTS" not in codes(some)

@@ -1,5 +1,6 @@
-"""The live-server probe: ``core`` (entry point, drafter check), ``http``, ``prometheus``, one module per
-engine (``vllm``, ``sglang``), ``result`` and ``compare`` (the gap to an in-process probe)."""
+"""The live-server probe: ``core`` (entry point, drafter check), ``http`` (deadlines, retries), ``prometheus``,
+``counters`` (the rules every server number obeys), one module per engine (``vllm``, ``sglang``), ``result``
+and ``compare`` (the gap to an in-process probe)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ _EXPORTS = {
     "DEFAULT_TOLERANCE": "compare",
     "HttpClient": "http",
     "ServerFault": "http",
+    "TOKENS_TOLERANCE": "counters",
     "normalise_url": "http",
     "parse_metrics": "prometheus",
     "VllmCounters": "vllm",

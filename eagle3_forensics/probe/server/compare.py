@@ -64,12 +64,6 @@ def attach_comparison(
     if not r.measured:
         r.compare = None
         return None
-    differ = {}
-    for key, mine in (("k", r.k), ("prompts", r.prompts), ("max_new_tokens", r.max_new_tokens)):
-        if ref.get(key) is not None and ref.get(key) != mine:
-            differ[key] = {"server": mine, "reference": ref.get(key)}
-    verify_differ = settings_differ(r, ref)
-    differ.update(verify_differ)
     al_s, al_r = r.acceptance_length, float(ref["acceptance_length"])
     rel = (al_s - al_r) / al_r if al_r else None
     measured_cost = {
@@ -79,6 +73,52 @@ def attach_comparison(
         "how": "the reference's acceptance length minus the server's, same prompts; it includes whatever the "
         "differing settings do",
     }
+    differ = _settings_differ(r, ref, measured_cost)
+    verify = r.server.get("verify") if isinstance(r.server, dict) else None
+    lossy = list(verify.get("lossy_for_greedy_requests") or []) if isinstance(verify, dict) else []
+    for f in r.findings:
+        if f.code == "VERIFY_MODE_LOSSY" and lossy:
+            f.evidence["cost"] = measured_cost
+    within = rel is not None and abs(rel) <= tolerance
+    r.compare = {
+        "reference": {
+            "drafter": ref.get("drafter"),
+            "engine": ref.get("engine"),
+            "device": ref.get("device"),
+            "k": ref.get("k"),
+            "prompts": ref.get("prompts"),
+            "max_new_tokens": ref.get("max_new_tokens"),
+        },
+        "acceptance_length": {"server": al_s, "reference": al_r, "gap": al_s - al_r, "relative_gap": rel},
+        "acceptance_rate": {
+            "server": r.acceptance_rate,
+            "reference": ref.get("acceptance_rate"),
+            "gap": None
+            if ref.get("acceptance_rate") is None
+            else r.acceptance_rate - float(ref["acceptance_rate"]),
+        },
+        "per_position": _per_position_rows(r, ref),
+        "tolerance": tolerance,
+        "within_tolerance": within,
+        "settings_differ": differ,
+        "convention": SERVER_CONVENTIONS["compare.gap"] + " " + CONVENTIONS["acceptance_length"],
+    }
+    r.compare["decidable"] = not lossy
+    if lossy:
+        r.compare["not_decidable_because"] = {"verify_mode_lossy": lossy}
+    if not within:
+        _engine_gap(r, ref, al_s, al_r, rel, tolerance, lossy, measured_cost)
+    return r.compare
+
+
+def _settings_differ(r: ServerProbeResult, ref: dict[str, Any], cost: dict[str, Any]) -> dict[str, Any]:
+    """K, prompts, tokens and verification settings that differ (COMPARE_SETTINGS_DIFFER when any)."""
+    differ = {}
+    for key, mine in (("k", r.k), ("prompts", r.prompts), ("max_new_tokens", r.max_new_tokens)):
+        if ref.get(key) is not None and ref.get(key) != mine:
+            differ[key] = {"server": mine, "reference": ref.get(key)}
+    verify_differ = settings_differ(r, ref)
+    differ.update(verify_differ)
     if differ:
         r.add(
             "COMPARE_SETTINGS_DIFFER",
@@ -95,13 +135,12 @@ def attach_comparison(
             )
             + ".",
             differ=differ,
-            cost=measured_cost,
+            cost=cost,
         )
-    verify = r.server.get("verify") if isinstance(r.server, dict) else None
-    lossy = list(verify.get("lossy_for_greedy_requests") or []) if isinstance(verify, dict) else []
-    for f in r.findings:
-        if f.code == "VERIFY_MODE_LOSSY" and lossy:
-            f.evidence["cost"] = measured_cost
+    return differ
+
+
+def _per_position_rows(r: ServerProbeResult, ref: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     ref_cum = [float(x) for x in ref["per_position"]["cumulative"]]
     ref_cond = [float(x) for x in (ref["per_position"].get("conditional") or [])]
@@ -123,66 +162,50 @@ def attach_comparison(
                 "gap_conditional": None if s_cond is None or r_cond is None else s_cond - r_cond,
             }
         )
-    within = rel is not None and abs(rel) <= tolerance
-    r.compare = {
-        "reference": {
-            "drafter": ref.get("drafter"),
-            "engine": ref.get("engine"),
-            "device": ref.get("device"),
-            "k": ref.get("k"),
-            "prompts": ref.get("prompts"),
-            "max_new_tokens": ref.get("max_new_tokens"),
-        },
-        "acceptance_length": {"server": al_s, "reference": al_r, "gap": al_s - al_r, "relative_gap": rel},
-        "acceptance_rate": {
-            "server": r.acceptance_rate,
-            "reference": ref.get("acceptance_rate"),
-            "gap": None
-            if ref.get("acceptance_rate") is None
-            else r.acceptance_rate - float(ref["acceptance_rate"]),
-        },
-        "per_position": rows,
-        "tolerance": tolerance,
-        "within_tolerance": within,
-        "settings_differ": differ,
-        "convention": SERVER_CONVENTIONS["compare.gap"] + " " + CONVENTIONS["acceptance_length"],
-    }
-    r.compare["decidable"] = not lossy
-    if lossy:
-        r.compare["not_decidable_because"] = {"verify_mode_lossy": lossy}
-    if not within:
-        gap = (
-            f"The server's acceptance length {al_s:.3f} differs from the reference's {al_r:.3f} "
-            f"({ref.get('engine')} view) by {al_s - al_r:+.3f}"
-            + (f" ({rel:+.1%})" if rel is not None else "")
-            + f", beyond the {tolerance:.0%} tolerance"
+    return rows
+
+
+def _engine_gap(
+    r: ServerProbeResult,
+    ref: dict[str, Any],
+    al_s: float,
+    al_r: float,
+    rel: float | None,
+    tolerance: float,
+    lossy: list[str],
+    cost: dict[str, Any],
+) -> None:
+    """ENGINE_GAP: an error, or a warning that it is not decidable when the server verifies lossily."""
+    gap = (
+        f"The server's acceptance length {al_s:.3f} differs from the reference's {al_r:.3f} "
+        f"({ref.get('engine')} view) by {al_s - al_r:+.3f}"
+        + (f" ({rel:+.1%})" if rel is not None else "")
+        + f", beyond the {tolerance:.0%} tolerance"
+    )
+    if lossy:  # the server's figure is not the drafter's: the gap says nothing about the engine
+        r.add(
+            "ENGINE_GAP",
+            Severity.WARNING,
+            gap + f"; not decidable: the server verifies lossily ({', '.join(lossy)}; VERIFY_MODE_LOSSY).",
+            fix="Restart the server with exact verification (VERIFY_MODE_LOSSY's fix), then probe again.",
+            acceptance_length=al_s,
+            reference=al_r,
+            relative_gap=rel,
+            decidable=False,
+            verify_mode_lossy=lossy,
+            cost=cost,
         )
-        if lossy:  # the server's figure is not the drafter's: the gap says nothing about the engine
-            r.add(
-                "ENGINE_GAP",
-                Severity.WARNING,
-                gap
-                + f"; not decidable: the server verifies lossily ({', '.join(lossy)}; VERIFY_MODE_LOSSY).",
-                fix="Restart the server with exact verification (VERIFY_MODE_LOSSY's fix), then probe again.",
-                acceptance_length=al_s,
-                reference=al_r,
-                relative_gap=rel,
-                decidable=False,
-                verify_mode_lossy=lossy,
-                cost=measured_cost,
-            )
-        else:
-            r.add(
-                "ENGINE_GAP",
-                Severity.ERROR,
-                gap + ".",
-                fix="Compare per position (compare.per_position): a gap from position 0 points at the drafter as "
-                "loaded (keys, d2t, aux layers); a growing gap at later positions points at the draft recurrence "
-                "or numerics.",
-                acceptance_length=al_s,
-                reference=al_r,
-                relative_gap=rel,
-                decidable=True,
-                cost=measured_cost,
-            )
-    return r.compare
+    else:
+        r.add(
+            "ENGINE_GAP",
+            Severity.ERROR,
+            gap + ".",
+            fix="Compare per position (compare.per_position): a gap from position 0 points at the drafter as "
+            "loaded (keys, d2t, aux layers); a growing gap at later positions points at the draft recurrence "
+            "or numerics.",
+            acceptance_length=al_s,
+            reference=al_r,
+            relative_gap=rel,
+            decidable=True,
+            cost=cost,
+        )

@@ -32,9 +32,12 @@ own figures, findings and an optional comparison with an in-process result).
 
 Faults (connection refused, timeouts, HTTP errors, malformed JSON or metrics, a server without
 speculative decoding, a restart mid-run) become findings and an exit code, never a traceback.
-Requests are retried a bounded number of times: idempotent reads on any transient fault,
-generation requests only when the server refused the connection or answered 429/503 (the
-request was not processed, so the counters are not double-counted).
+Each request must finish, connect to last byte, within ``timeout``; the whole run within ``budget``.
+Requests are retried a bounded number of times with back-off: idempotent reads on any transient
+fault, generation requests only when the server refused the connection or answered 429/503 (the
+request was not processed, so the counters are not double-counted). Every number the server reports
+is checked where it enters (:mod:`.counters`): impossible counters are ``COUNTERS_IMPOSSIBLE`` and
+no figure, counters that never move are ``NO_DRAFTS`` and no figure.
 """
 
 from __future__ import annotations
@@ -65,16 +68,29 @@ from eagle3_forensics.probe.server.vllm import probe_vllm
 from eagle3_forensics.repair.next_steps import StepAction, diagnose_command, repair_out
 
 MAX_RETRIES = 10
+# The run budget's default: a floor for the handful of small reads, plus time for every requested token at
+# 20 tokens/s, a floor 14x below the in-process greedy speed measured on the demo models (276.5 tokens/s,
+# docs/benchmarks.md) and far below any GPU server; 16 demo prompts x 64 tokens get 111 s.
+BUDGET_BASE_S = 60.0
+BUDGET_PER_TOKEN_S = 0.05
+
+Progress = Callable[[int, int], None]
 
 # One measuring function per engine, all with the same signature: (result, client, prompts,
-# max_new_tokens, concurrency, model). A new engine is a module beside these and one entry here.
+# max_new_tokens, concurrency, model, progress). A new engine is a module beside these and one entry here.
 ENGINE_PROBES: dict[
-    str, Callable[[ServerProbeResult, HttpClient, Sequence[str], int, int, str | None], None]
+    str,
+    Callable[[ServerProbeResult, HttpClient, Sequence[str], int, int, str | None, Progress | None], None],
 ] = {
     "vllm": probe_vllm,
     "sglang": probe_sglang,
 }
 SERVER_ENGINES: tuple[str, ...] = tuple(ENGINE_PROBES)
+
+
+def default_budget(prompts: int, max_new_tokens: int) -> float:
+    """Seconds the whole run may take unless ``budget`` says otherwise (see ``BUDGET_PER_TOKEN_S``)."""
+    return BUDGET_BASE_S + BUDGET_PER_TOKEN_S * prompts * max_new_tokens
 
 
 def probe_server(
@@ -93,6 +109,8 @@ def probe_server(
     tolerance: float = DEFAULT_TOLERANCE,
     client: HttpClient | None = None,
     launch: str | None = None,
+    budget: float | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ServerProbeResult:
     """Measure a live server's acceptance on ``prompts`` (greedy, ``max_new_tokens`` each).
 
@@ -104,6 +122,9 @@ def probe_server(
     server does not report a readable drafter path (vLLM without ``/server_info``) or to override it.
     ``launch``: the command the server was started with; its verification settings stand in for the
     ones a server does not report (vLLM without ``/server_info``).
+    ``timeout``: seconds for one request, connect to last byte; ``budget``: seconds for every request of
+    the run together (default :func:`default_budget`); either one running out is ``SERVER_TIMEOUT``.
+    ``progress``: called with one line per answered prompt.
     """
     engine, asked = split_spec(engine)
     if engine not in SERVER_ENGINES:
@@ -111,44 +132,29 @@ def probe_server(
     if asked is not None:
         resolve_release(f"{engine}=={asked}")  # an unknown release is bad arguments before any request
     base = normalise_url(url)
-    for name, value, lo in (
-        ("max_new_tokens", max_new_tokens, 1),
-        ("concurrency", concurrency, 1),
-        ("retries", retries, 0),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-            raise UnusableInputError(f"{name} must be an integer >= {lo}, got {value!r}")
-    if retries > MAX_RETRIES:
-        raise UnusableInputError(f"retries must be at most {MAX_RETRIES}, got {retries}")
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, (int, float))
-        or not timeout > 0
-        or not math.isfinite(timeout)
-    ):
-        raise UnusableInputError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    if not (isinstance(tolerance, (int, float)) and 0 <= tolerance < 10):
-        raise UnusableInputError(f"tolerance must be a fraction such as 0.1, got {tolerance!r}")
+    _check_numbers(max_new_tokens, concurrency, retries, timeout, budget, tolerance)
     texts = read_prompts(prompts) if isinstance(prompts, (str, Path)) else list(prompts)
     if not texts or not all(isinstance(t, str) and t for t in texts):
         raise UnusableInputError("prompts must be non-empty strings")
     reference = load_reference(compare_with) if compare_with is not None else None
     launched = _read_launch(launch, engine, asked) if launch is not None else None
-    http = client or HttpClient(base, timeout=float(timeout), retries=retries)
+    run_budget = float(budget) if budget is not None else default_budget(len(texts), max_new_tokens)
+    http = client or HttpClient(base, timeout=float(timeout), retries=retries, budget=run_budget)
     r = new_result(base, engine, len(texts), max_new_tokens)
     r.server = {
         "url": base,
         "engine": engine,
         "concurrency": concurrency,
         "timeout_s": float(timeout),
+        "budget_s": http.budget,
         "retries": retries,
     }
     try:
-        ENGINE_PROBES[engine](r, http, texts, max_new_tokens, concurrency, model)
+        ENGINE_PROBES[engine](r, http, texts, max_new_tokens, concurrency, model, _progress(http, progress))
     except ServerFault as fault:
         r.measured = False
         r.add(fault.code, Severity.ERROR, str(fault), fix=_FAULT_FIX[fault.code], **fault.evidence)
-    r.server["http"] = {"requests": http.requests, "retries": http.retried}
+    r.server["http"] = {"requests": http.requests, "retries": http.retried, "seconds": round(http.elapsed, 3)}
     release = _server_release(r, engine, asked)
     # before any comparison: a lossy verification makes the acceptance not the drafter's
     judge_verify(
@@ -167,10 +173,54 @@ def probe_server(
     return r
 
 
+def _check_numbers(
+    max_new_tokens: int,
+    concurrency: int,
+    retries: int,
+    timeout: float,
+    budget: float | None,
+    tolerance: float,
+) -> None:
+    """The numeric arguments, before any request (bad ones are unusable input, exit 2)."""
+    for name, value, lo in (
+        ("max_new_tokens", max_new_tokens, 1),
+        ("concurrency", concurrency, 1),
+        ("retries", retries, 0),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+            raise UnusableInputError(f"{name} must be an integer >= {lo}, got {value!r}")
+    if retries > MAX_RETRIES:
+        raise UnusableInputError(f"retries must be at most {MAX_RETRIES}, got {retries}")
+    for name, seconds in (("timeout", timeout), ("budget", budget)):
+        if name == "budget" and seconds is None:
+            continue
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not seconds > 0
+            or not math.isfinite(seconds)
+        ):
+            raise UnusableInputError(f"{name} must be a positive number of seconds, got {seconds!r}")
+    if not (isinstance(tolerance, (int, float)) and 0 <= tolerance < 10):
+        raise UnusableInputError(f"tolerance must be a fraction such as 0.1, got {tolerance!r}")
+
+
+def _progress(http: HttpClient, line: Callable[[str], None] | None) -> Progress | None:
+    if line is None:
+        return None
+
+    def report(done: int, total: int) -> None:
+        budget = "" if http.budget is None else f" of the {http.budget:g} s budget"
+        line(f"probe-server: {done}/{total} prompts answered, {http.elapsed:.1f} s{budget}")
+
+    return report
+
+
 _FAULT_FIX = {
     "SERVER_UNREACHABLE": "Check the URL and that the server is up (GET /health); a server that died mid-run "
     "(e.g. an engine crash on the first request) shows here too: read its log.",
-    "SERVER_TIMEOUT": "Raise --timeout, lower --concurrency or --max-new-tokens, or check the server's load.",
+    "SERVER_TIMEOUT": "Check the server's load and health; if it is only slow, raise --timeout (one request) or "
+    "--budget (the whole run), or lower --max-new-tokens or the number of prompts.",
     "SERVER_HTTP_ERROR": "Read the server log for the cause (a 500 on the first request is often an engine "
     "crash, e.g. a d2t mapping draft ids outside the target vocabulary).",
     "SERVER_BAD_RESPONSE": "Check that the URL points at the engine named by --engine (and not at a proxy or "

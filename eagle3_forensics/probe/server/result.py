@@ -64,6 +64,22 @@ class ServerProbeResult(ProbeResult):
         return any(f.code in FAULT_CODES for f in self.findings)
 
     @property
+    def status(self) -> str:
+        """``measured``, or why not: ``server_fault`` (exit 4), ``counters_impossible`` (the server's
+        numbers break the counting rules), ``nothing_drafted`` (no verify step carried drafts) or
+        ``not_measured`` (no speculative decoding, a restart)."""
+        if self.measured:
+            return "measured"
+        if self.faulted:
+            return "server_fault"
+        codes = {f.code for f in self.findings}
+        if "COUNTERS_IMPOSSIBLE" in codes:
+            return "counters_impossible"
+        if "NO_DRAFTS" in codes:
+            return "nothing_drafted"
+        return "not_measured"
+
+    @property
     def exit_code(self) -> int:
         if self.faulted:
             return ExitCode.SERVER
@@ -95,9 +111,7 @@ class ServerProbeResult(ProbeResult):
         order = {s: i for i, s in enumerate(("error", "warning", "info"))}
         d.update(
             {
-                "status": "measured"
-                if self.measured
-                else ("server_fault" if self.faulted else "not_measured"),
+                "status": self.status,
                 "exit_code": self.exit_code,
                 "findings": [
                     f.to_dict() for f in sorted(self.findings, key=lambda f: order[f.severity.value])

@@ -10,15 +10,26 @@ convention.
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from eagle3_forensics.findings import Severity
 from eagle3_forensics.probe.decode import LiveRun
-from eagle3_forensics.probe.server.http import HttpClient, ServerFault, nonneg_int, run_requests
+from eagle3_forensics.probe.server.counters import (
+    MAX_DRAFT_TOKENS,
+    MAX_POSITIONS,
+    Checks,
+    Tally,
+    as_reported,
+    check_tally,
+    number,
+    refuse,
+    report_inconsistent,
+    shown,
+)
+from eagle3_forensics.probe.server.http import HttpClient, ServerFault, run_requests
 from eagle3_forensics.probe.server.prometheus import parse_metrics, sum_samples
 from eagle3_forensics.probe.server.result import SERVER_CONVENTIONS, ServerProbeResult
 
@@ -38,21 +49,38 @@ def _first(meta: dict[str, Any], names: Sequence[str]) -> tuple[str | None, Any]
     return None, None
 
 
+_GEN = "POST /generate: meta_info"
+
+
+def _numbers(meta: dict[str, Any], name: str | None, value: Any) -> list[float] | None:
+    """A list field of numbers (histogram, by position), bounded in length; ``None`` when absent."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) > MAX_POSITIONS + 1:
+        raise ServerFault(
+            "SERVER_BAD_RESPONSE",
+            f"{_GEN}.{name} is not a list of at most {MAX_POSITIONS + 1} numbers",
+            {"request": "POST /generate", "field": name},
+        )
+    return [number(x, f"{_GEN}.{name}") or 0.0 for x in value]
+
+
 @dataclass
 class SglangRequest:
-    """The speculative fields of one ``/generate`` answer."""
+    """The speculative fields of one ``/generate`` answer, as the server wrote them (checked by :meth:`check`)."""
 
-    completion_tokens: int
-    verify: int
-    accepted: int | None
+    completion_tokens: float
+    verify: float
+    accepted: float | None
     accepted_field: str | None
-    proposed: int | None
-    histogram: list[int] | None
+    proposed: float | None
+    histogram: list[float] | None
     by_position: list[float] | None
     by_position_kind: str | None  # "counts" | "rate"
     accept_length: float | None
     accept_rate: float | None
     names_present: tuple[str, ...] = ()
+    spec_fields: bool = False  # the answer carries spec_verify_ct (generation 1 writes it as 0)
 
     @classmethod
     def read(cls, meta: Any) -> SglangRequest:
@@ -62,59 +90,89 @@ class SglangRequest:
                 "POST /generate: no meta_info object in the answer",
                 {"request": "POST /generate"},
             )
-        if "completion_tokens" not in meta:
+        completion = number(meta.get("completion_tokens"), f"{_GEN}.completion_tokens")
+        if completion is None:
             raise ServerFault(
                 "SERVER_BAD_RESPONSE",
                 "POST /generate: meta_info has no completion_tokens",
-                {"request": "POST /generate", "keys": sorted(meta)[:40]},
+                {"request": "POST /generate", "keys": sorted(map(str, meta))[:40]},
             )
-        completion = nonneg_int(meta["completion_tokens"], "completion_tokens")
-        verify = nonneg_int(meta.get("spec_verify_ct") or 0, "spec_verify_ct")
         acc_name, acc = _first(meta, SGLANG_ACCEPTED)
-        _, prop = _first(meta, SGLANG_PROPOSED)
+        prop_name, prop = _first(meta, SGLANG_PROPOSED)
         hist_name, hist = _first(meta, SGLANG_HISTOGRAM)
-        histogram = None
-        if hist is not None:
-            if not isinstance(hist, list):
-                raise ServerFault(
-                    "SERVER_BAD_RESPONSE",
-                    f"POST /generate: meta_info.{hist_name} is not a list",
-                    {"request": "POST /generate"},
-                )
-            histogram = [nonneg_int(h, str(hist_name)) for h in hist] or None
         by_pos, kind = None, None
         for names, k in ((SGLANG_BY_POSITION_COUNTS, "counts"), (SGLANG_BY_POSITION_RATE, "rate")):
             n, v = _first(meta, names)
             if v is not None:
-                if not isinstance(v, list) or not all(
-                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
-                    for x in v
-                ):
-                    raise ServerFault(
-                        "SERVER_BAD_RESPONSE",
-                        f"POST /generate: meta_info.{n} is not a list of numbers",
-                        {"request": "POST /generate"},
-                    )
-                by_pos, kind = [float(x) for x in v], k
+                by_pos, kind = _numbers(meta, n, v), k
                 break
-
-        def opt_float(name: str) -> float | None:
-            v = meta.get(name)
-            return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
         return cls(
             completion,
-            verify,
-            None if acc is None else nonneg_int(acc, str(acc_name)),
+            number(meta.get("spec_verify_ct"), f"{_GEN}.spec_verify_ct") or 0.0,
+            number(acc, f"{_GEN}.{acc_name}"),
             acc_name,
-            None if prop is None else nonneg_int(prop, "proposed drafts"),
-            histogram,
+            number(prop, f"{_GEN}.{prop_name}"),
+            _numbers(meta, hist_name, hist) or None,
             by_pos,
             kind,
-            opt_float("spec_accept_length"),
-            opt_float("spec_accept_rate"),
+            number(meta.get("spec_accept_length"), f"{_GEN}.spec_accept_length"),
+            number(meta.get("spec_accept_rate"), f"{_GEN}.spec_accept_rate"),
             tuple(n for n in (*SGLANG_ACCEPTED, *SGLANG_PROPOSED, *SGLANG_HISTOGRAM) if n in meta),
+            meta.get("spec_verify_ct") is not None,
         )
+
+    def check(self, checks: Checks, i: int) -> None:
+        """Counts are counts, rates are rates, and this request's accepted ≤ proposed."""
+        where = f"{_GEN} of request {i + 1}"
+        before = len(checks.problems)
+        checks.counts(
+            where,
+            {
+                "completion_tokens": self.completion_tokens,
+                "spec_verify_ct": self.verify,
+                str(self.accepted_field or "accepted"): self.accepted,
+                "proposed drafts": self.proposed,
+                **{f"histogram[{j}]": h for j, h in enumerate(self.histogram or [])},
+                **(
+                    {f"by_position[{j}]": v for j, v in enumerate(self.by_position or [])}
+                    if self.by_position_kind == "counts"
+                    else {}
+                ),
+            },
+        )
+        checks.finite(where, {"spec_accept_length": self.accept_length})
+        rates = (
+            {f"by_position[{j}]": v for j, v in enumerate(self.by_position or [])}
+            if self.by_position_kind == "rate"
+            else {}
+        )
+        checks.finite(where, {"spec_accept_rate": self.accept_rate, **rates}, at_most=1.0)
+        if len(checks.problems) > before:
+            return
+        if self.proposed is not None and self.accepted is not None and self.accepted > self.proposed:
+            checks.fail(
+                "accepted drafts ≤ proposed drafts",
+                f"request {i + 1}: {shown(self.accepted)} accepted of {shown(self.proposed)} proposed",
+                accepted=self.accepted,
+                proposed=self.proposed,
+                request=i + 1,
+            )
+        if self.proposed is not None and (self.verify > 0) != (self.proposed > 0):
+            checks.fail(
+                "spec_verify_ct > 0 exactly when proposed drafts > 0",
+                f"request {i + 1}: {shown(self.verify)} verify steps, {shown(self.proposed)} proposed drafts",
+                verify=self.verify,
+                proposed=self.proposed,
+                request=i + 1,
+            )
+        if self.accepted and self.verify == 0:
+            checks.fail(
+                "accepted drafts > 0 needs spec_verify_ct > 0",
+                f"request {i + 1}: {shown(self.accepted)} accepted drafts without a verify step",
+                accepted=self.accepted,
+                verify=self.verify,
+                request=i + 1,
+            )
 
 
 # -- the probe ----------------------------------------------------------------------------------
@@ -142,13 +200,11 @@ def _avg_accept_length(info: dict[str, Any] | None) -> list[float] | None:
     if not isinstance(states, list):
         return None
     vals = [
-        float(s["avg_spec_accept_length"])
-        for s in states
+        number(s.get("avg_spec_accept_length"), "/get_server_info internal_states[].avg_spec_accept_length")
+        for s in states[:MAX_POSITIONS]
         if isinstance(s, dict)
-        and isinstance(s.get("avg_spec_accept_length"), (int, float))
-        and not isinstance(s.get("avg_spec_accept_length"), bool)
     ]
-    return vals or None
+    return [v for v in vals if v is not None] or None
 
 
 def _sglang_gauges(http: HttpClient) -> dict[str, Any] | None:
@@ -160,11 +216,29 @@ def _sglang_gauges(http: HttpClient) -> dict[str, Any] | None:
             return None
         samples = parse_metrics(text)
     except ServerFault as fault:
+        if fault.code == "SERVER_TIMEOUT" and "budget_s" in fault.evidence:
+            raise  # the run's budget is spent: nothing else may be asked
         return {"error": str(fault)}
     return {
         "spec_accept_length": sum_samples(samples, "sglang:spec_accept_length"),
         "spec_accept_rate": sum_samples(samples, "sglang:spec_accept_rate"),
     }
+
+
+def _check_reported(
+    checks: Checks, avg: list[float] | None, gauges: dict[str, Any] | None, when: str
+) -> None:
+    """The figures SGLang reports beside the measurement obey the same rules: finite, not negative,
+    a rate at most 1."""
+    checks.finite(
+        f"/get_server_info ({when})",
+        {f"avg_spec_accept_length[{i}]": v for i, v in enumerate(avg or [])},
+    )
+    if gauges is not None and "error" not in gauges:
+        checks.finite(f"GET /metrics ({when})", {"sglang:spec_accept_length": gauges["spec_accept_length"]})
+        checks.finite(
+            f"GET /metrics ({when})", {"sglang:spec_accept_rate": gauges["spec_accept_rate"]}, at_most=1.0
+        )
 
 
 def _sglang_launch(args: dict[str, Any] | None, path: str | None) -> dict[str, Any]:
@@ -182,25 +256,29 @@ def _sglang_launch(args: dict[str, Any] | None, path: str | None) -> dict[str, A
     if args is None:
         return launch
 
-    def int_arg(name: str) -> int | None:
+    def int_arg(name: str, most: int) -> int | None:
         v = args.get(name)
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
+        return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= most else None
 
-    algo = args.get("speculative_algorithm")
+    def str_arg(name: str) -> str | None:
+        v = args.get(name)
+        return v if isinstance(v, str) and v else None
+
+    algo = str_arg("speculative_algorithm")
     steps, topk, ndt = (
-        int_arg("speculative_num_steps"),
-        int_arg("speculative_eagle_topk"),
-        int_arg("speculative_num_draft_tokens"),
+        int_arg("speculative_num_steps", MAX_POSITIONS),
+        int_arg("speculative_eagle_topk", MAX_DRAFT_TOKENS),
+        int_arg("speculative_num_draft_tokens", MAX_DRAFT_TOKENS),
     )
     launch.update(
         {
-            "method": algo.lower() if isinstance(algo, str) else None,
+            "method": algo.lower() if algo else None,
             "num_speculative_tokens": steps,
             "topk": topk,
             "num_draft_tokens": ndt,
             "shape": None if topk is None else ("chain" if topk == 1 else "tree"),
-            "draft_model": args.get("speculative_draft_model_path"),
-            "target_model": args.get("model_path"),
+            "draft_model": str_arg("speculative_draft_model_path"),
+            "target_model": str_arg("model_path"),
             "sglang": {
                 "speculative_num_steps": steps,
                 "speculative_eagle_topk": topk,
@@ -211,6 +289,9 @@ def _sglang_launch(args: dict[str, Any] | None, path: str | None) -> dict[str, A
     return launch
 
 
+Progress = Callable[[int, int], None]
+
+
 def probe_sglang(
     r: ServerProbeResult,
     http: HttpClient,
@@ -218,9 +299,69 @@ def probe_sglang(
     max_new_tokens: int,
     concurrency: int,
     model: str | None = None,
+    progress: Progress | None = None,
 ) -> None:
-    """Measure an SGLang server into ``r``. ``model`` is unused: an SGLang server serves one model."""
+    """Measure an SGLang server into ``r``. ``model`` is unused: an SGLang server serves one model.
+
+    The steps: the launch settings, the reported figures before (checked: impossible ones get no
+    load), the prompts, every answer's counts (checked), then the figure and its consistency checks."""
     info, path = _sglang_info(http)
+    launch = _read_launch(r, info, path)
+    if launch is None:
+        return
+    args = _server_args(info) if info is not None else None
+    gauges_before = _sglang_gauges(http) if args is None or args.get("enable_metrics") else None
+    avg_before = _avg_accept_length(info)
+    checks = Checks()
+    _check_reported(checks, avg_before, gauges_before, "before the prompts")
+    if checks:
+        refuse(r, checks, "the figures it reports before the prompts; no prompt was sent")
+        return
+
+    def one(text: str) -> SglangRequest:
+        body = {
+            "text": text,
+            "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens, "ignore_eos": True},
+        }
+        answer = http.post_json("/generate", body)
+        if isinstance(answer, list) and len(answer) == 1:
+            answer = answer[0]
+        return SglangRequest.read(answer.get("meta_info") if isinstance(answer, dict) else None)
+
+    t0 = time.perf_counter()
+    reqs: list[SglangRequest] = run_requests(texts, one, concurrency, progress)
+    seconds = time.perf_counter() - t0
+    info_after, _ = _sglang_info(http) if info is not None else (None, None)
+    gauges_after = _sglang_gauges(http) if gauges_before is not None else None
+    avg_after = _avg_accept_length(info_after)
+    r.server["engine_reported"] = {
+        "avg_spec_accept_length": {
+            "before": [as_reported(v) for v in avg_before or []] or None,
+            "after": [as_reported(v) for v in avg_after or []] or None,
+            "convention": SERVER_CONVENTIONS["server.sglang.avg_spec_accept_length"],
+        },
+        "metrics_gauges": None
+        if gauges_after is None
+        else {
+            **{k: as_reported(v) if isinstance(v, float) else v for k, v in gauges_after.items()},
+            "convention": SERVER_CONVENTIONS["server.sglang.metrics_gauges"],
+        },
+    }
+    for i, q in enumerate(reqs):
+        q.check(checks, i)
+    _check_reported(checks, avg_after, gauges_after, "after the prompts")
+    if checks:
+        r.server["requests"] = {"count": len(reqs), "seconds": seconds}
+        refuse(r, checks, "the answers' meta_info, or the figures it reports")
+        return
+    _sglang_aggregate(r, reqs, seconds, launch)
+
+
+def _read_launch(
+    r: ServerProbeResult, info: dict[str, Any] | None, path: str | None
+) -> dict[str, Any] | None:
+    """The launch settings from ``server_args`` into ``r``; ``None`` when the server runs without
+    speculative decoding (NO_SPEC_DECODING: nothing to measure, no load sent)."""
     if info is not None and isinstance(info.get("version"), str):
         r.server["version"] = info["version"]  # /server_info: "version": __version__
     args = _server_args(info) if info is not None else None
@@ -234,88 +375,84 @@ def probe_sglang(
             Severity.INFO,
             "The server answers neither /get_server_info nor /server_info: launch settings unknown.",
         )
-    else:
-        r.target = str(launch.get("target_model") or "")
-        if isinstance(args.get("dtype"), str):
-            r.dtype = args["dtype"]
-        if launch["method"] is None:
-            r.add(
-                "NO_SPEC_DECODING",
-                Severity.ERROR,
-                "server_args.speculative_algorithm is null: the server runs without speculative decoding.",
-                fix="Start SGLang with --speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFTER "
-                "--speculative-num-steps K --speculative-eagle-topk 1 --speculative-num-draft-tokens K+1.",
-            )
-            return
-        if (
-            launch["shape"] == "chain"
-            and None not in (launch["num_speculative_tokens"], launch["num_draft_tokens"])
-            and launch["num_draft_tokens"] != launch["num_speculative_tokens"] + 1
-        ):
-            r.add(
-                "LAUNCH_SETTINGS_DISAGREE",
-                Severity.WARNING,
-                f"topk 1 (a chain) with num_steps {launch['num_speculative_tokens']} should verify "
-                f"num_steps + 1 = {launch['num_speculative_tokens'] + 1} tokens, but num_draft_tokens is "
-                f"{launch['num_draft_tokens']}.",
-            )
-    gauges_before = _sglang_gauges(http) if args is None or args.get("enable_metrics") else None
-    avg_before = _avg_accept_length(info)
+        return launch
+    r.target = launch.get("target_model") or ""
+    if isinstance(args.get("dtype"), str):
+        r.dtype = args["dtype"]
+    if launch["method"] is None:
+        r.add(
+            "NO_SPEC_DECODING",
+            Severity.ERROR,
+            "server_args.speculative_algorithm is null: the server runs without speculative decoding.",
+            fix="Start SGLang with --speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFTER "
+            "--speculative-num-steps K --speculative-eagle-topk 1 --speculative-num-draft-tokens K+1.",
+        )
+        return None
+    if (
+        launch["shape"] == "chain"
+        and None not in (launch["num_speculative_tokens"], launch["num_draft_tokens"])
+        and launch["num_draft_tokens"] != launch["num_speculative_tokens"] + 1
+    ):
+        r.add(
+            "LAUNCH_SETTINGS_DISAGREE",
+            Severity.WARNING,
+            f"topk 1 (a chain) with num_steps {launch['num_speculative_tokens']} should verify "
+            f"num_steps + 1 = {launch['num_speculative_tokens'] + 1} tokens, but num_draft_tokens is "
+            f"{launch['num_draft_tokens']}.",
+        )
+    return launch
 
-    def one(text: str) -> SglangRequest:
-        body = {
-            "text": text,
-            "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens, "ignore_eos": True},
-        }
-        answer = http.post_json("/generate", body)
-        if isinstance(answer, list) and len(answer) == 1:
-            answer = answer[0]
-        return SglangRequest.read(answer.get("meta_info") if isinstance(answer, dict) else None)
 
-    t0 = time.perf_counter()
-    reqs: list[SglangRequest] = run_requests(texts, one, concurrency)
-    seconds = time.perf_counter() - t0
-    info_after, _ = _sglang_info(http) if info is not None else (None, None)
-    gauges_after = _sglang_gauges(http) if gauges_before is not None else None
-    _sglang_aggregate(r, reqs, seconds, launch)
-    r.server["engine_reported"] = {
-        **r.server.get("engine_reported", {}),
-        "avg_spec_accept_length": {
-            "before": avg_before,
-            "after": _avg_accept_length(info_after),
-            "convention": SERVER_CONVENTIONS["server.sglang.avg_spec_accept_length"],
-        },
-        "metrics_gauges": None
-        if gauges_after is None
-        else {**gauges_after, "convention": SERVER_CONVENTIONS["server.sglang.metrics_gauges"]},
-    }
+def _no_verify_step(r: ServerProbeResult, reqs: Sequence[SglangRequest], launch: dict[str, Any]) -> None:
+    """No answer carries a verify step: nothing drafted (the server speculates) or no speculation at all."""
+    completion = int(sum(q.completion_tokens for q in reqs))
+    if launch.get("method") is not None or any(q.spec_fields for q in reqs):
+        r.add(
+            "NO_DRAFTS",
+            Severity.WARNING,
+            f"None of the {len(reqs)} answers carries spec_verify_ct > 0 ({completion} tokens): nothing was "
+            "drafted, so there is no acceptance to report (max_new_tokens too small, or the server drafts "
+            "nothing).",
+            fix="Probe with more --max-new-tokens; if still nothing is drafted, check the launch flags and the log.",
+            requests=len(reqs),
+            completion_tokens=completion,
+        )
+        return
+    r.add(
+        "NO_SPEC_DECODING",
+        Severity.ERROR,
+        f"None of the {len(reqs)} answers carries spec_verify_ct: the server ran no verify step "
+        "(no speculative decoding, or max_new_tokens too small).",
+        fix="Check the launch flags (--speculative-algorithm EAGLE3 ...) and --max-new-tokens.",
+    )
+
+
+def _sglang_k(launch: dict[str, Any], spec: Sequence[SglangRequest], verify: float) -> int:
+    """K from server_args, else from the histogram length, the by-position length or proposed per verify."""
+    k = launch.get("num_speculative_tokens")
+    if isinstance(k, int) and k > 0:
+        return k
+    hist_len = max((len(q.histogram) for q in spec if q.histogram), default=0)
+    bp_len = max((len(q.by_position) for q in spec if q.by_position), default=0)
+    k = hist_len - 1 if hist_len > 1 else bp_len
+    if not k and all(q.proposed is not None for q in spec):
+        k = min(round(sum(q.proposed or 0 for q in spec) / verify), MAX_POSITIONS)
+    launch["num_speculative_tokens"] = k or None
+    return int(k)
 
 
 def _sglang_aggregate(
     r: ServerProbeResult, reqs: Sequence[SglangRequest], seconds: float, launch: dict[str, Any]
 ) -> None:
-    completion = sum(q.completion_tokens for q in reqs)
-    verify = sum(q.verify for q in reqs)
+    completion = int(sum(q.completion_tokens for q in reqs))
+    verify = int(sum(q.verify for q in reqs))
     r.server["requests"] = {"count": len(reqs), "completion_tokens": completion, "seconds": seconds}
     spec = [q for q in reqs if q.verify > 0]
     if not spec:
-        r.add(
-            "NO_SPEC_DECODING",
-            Severity.ERROR,
-            f"None of the {len(reqs)} answers carries spec_verify_ct > 0: the server ran no verify step "
-            "(no speculative decoding, or max_new_tokens too small).",
-            fix="Check the launch flags (--speculative-algorithm EAGLE3 ...) and --max-new-tokens.",
-        )
+        _no_verify_step(r, reqs, launch)
         return
     fields = sorted({q.accepted_field for q in spec if q.accepted_field})
-    k = launch.get("num_speculative_tokens")
-    if not isinstance(k, int) or k <= 0:
-        hist_len = max((len(q.histogram) for q in spec if q.histogram), default=0)
-        bp_len = max((len(q.by_position) for q in spec if q.by_position), default=0)
-        k = hist_len - 1 if hist_len > 1 else bp_len
-        if not k and all(q.proposed is not None for q in spec):
-            k = round(sum(q.proposed or 0 for q in spec) / verify)
-        launch["num_speculative_tokens"] = k or None
+    k = _sglang_k(launch, spec, verify)
     if not k:
         r.add(
             "LAUNCH_SETTINGS_UNKNOWN",
@@ -324,42 +461,84 @@ def _sglang_aggregate(
             "figures are unavailable.",
         )
     derived = [q for q in spec if q.accepted is None]
-    accepted = sum(
-        q.accepted if q.accepted is not None else max(0, q.completion_tokens - q.verify - 1) for q in spec
+    accepted = int(
+        sum(
+            q.accepted if q.accepted is not None else max(0, q.completion_tokens - q.verify - 1) for q in spec
+        )
     )
-    proposed = (
+    proposed = int(
         sum(q.proposed or 0 for q in spec) if all(q.proposed is not None for q in spec) else verify * (k or 0)
     )
-    per_pos: list[int] | None = None
-    source = None
-    if k and all(q.histogram for q in spec):
-        counts = [0] * k
-        for q in spec:
-            h = q.histogram or []
-            for i in range(k):
-                counts[i] += sum(h[i + 1 :])
-        per_pos, source = counts, "histogram"
-    elif k and all(q.by_position is not None and q.by_position_kind == "counts" for q in spec):
-        per_pos = [round(sum(_at(q.by_position, i) for q in spec)) for i in range(k)]
-        source = "spec_num_correct_drafts_by_position"
-    elif k and all(q.by_position is not None for q in spec):
-        per_pos = [round(sum(_at(q.by_position, i) * q.verify for q in spec)) for i in range(k)]
-        source = "spec_accept_rate_by_position × spec_verify_ct"
+    per_pos, source = _per_position(spec, k)
+    checks = Checks()
+    tally = Tally(
+        len(spec), float(sum(q.completion_tokens for q in spec)), verify, proposed, accepted, per_pos or (), k
+    )
+    check_tally(checks, tally, _NAMES)
+    if checks:
+        refuse(r, checks, "the answers' meta_info summed over the requests")
+        return
     r.k = int(k or 0)
     r.live = LiveRun(
         r.k,
         num_drafts=verify,
-        drafted=int(proposed),
-        accepted=int(accepted),
+        drafted=proposed,
+        accepted=accepted,
         per_pos=per_pos if per_pos is not None else [0] * r.k,
         new_tokens=completion,
         seconds=seconds,
     )
     r.per_position_available = per_pos is not None
     r.measured = True
+    _engine_reported(r, spec, completion, verify, accepted, proposed, fields, len(derived), source)
+    if launch.get("shape") == "tree":
+        r.add(
+            "LAUNCH_TREE_DRAFTING",
+            Severity.WARNING,
+            f"The server drafts a tree (topk {launch.get('topk')}, {launch.get('num_draft_tokens')} draft tokens): "
+            "the acceptance rate counts tree nodes and is not comparable with a chain's; acceptance length is.",
+        )
+    _check_sglang_consistency(r, spec, k or 0)
+
+
+_NAMES = {"accepted": "accepted drafts", "drafted": "proposed drafts", "verify": "spec_verify_ct"}
+
+
+def _per_position(spec: Sequence[SglangRequest], k: int) -> tuple[list[int] | None, str | None]:
+    """Accepted per draft position: from the histogram, else the by-position counts, else rates × verify."""
+    if k and all(q.histogram for q in spec):
+        counts = [0] * k
+        for q in spec:
+            h = q.histogram or []
+            for i in range(k):
+                counts[i] += int(sum(h[i + 1 :]))
+        return counts, "histogram"
+    if k and all(q.by_position is not None and q.by_position_kind == "counts" for q in spec):
+        return [round(sum(_at(q.by_position, i) for q in spec)) for i in range(k)], (
+            "spec_num_correct_drafts_by_position"
+        )
+    if k and all(q.by_position is not None for q in spec):
+        return [round(sum(_at(q.by_position, i) * q.verify for q in spec)) for i in range(k)], (
+            "spec_accept_rate_by_position × spec_verify_ct"
+        )
+    return None, None
+
+
+def _engine_reported(
+    r: ServerProbeResult,
+    spec: Sequence[SglangRequest],
+    completion: int,
+    verify: int,
+    accepted: int,
+    proposed: int,
+    fields: list[str],
+    derived: int,
+    source: str | None,
+) -> None:
     present = {n for q in spec for n in q.names_present}
     generations = sorted({SGLANG_GENERATION[n] for n in present if n in SGLANG_GENERATION})
     r.server["engine_reported"] = {
+        **r.server.get("engine_reported", {}),
         "acceptance_length": {
             "value": completion / verify,
             "convention": SERVER_CONVENTIONS["server.sglang.acceptance_length"],
@@ -369,11 +548,11 @@ def _sglang_aggregate(
             "fields": fields,
             "field_generations": generations,
             "fields_present": sorted(present),
-            "derived_for_requests": len(derived),
+            "derived_for_requests": derived,
             "convention": SERVER_CONVENTIONS["server.sglang.accepted"],
         },
         "proposed": {
-            "value": int(proposed),
+            "value": proposed,
             "convention": "Σ proposed drafts (spec_num_proposed_drafts / "
             "spec_proposed_drafts / spec_draft_token_num), else spec_verify_ct × K",
         },
@@ -381,14 +560,6 @@ def _sglang_aggregate(
         "per_position_source": source,
         "per_position": {"convention": SERVER_CONVENTIONS["server.sglang.per_position"]},
     }
-    if launch.get("shape") == "tree":
-        r.add(
-            "LAUNCH_TREE_DRAFTING",
-            Severity.WARNING,
-            f"The server drafts a tree (topk {launch.get('topk')}, {launch.get('num_draft_tokens')} draft tokens): "
-            "the acceptance rate counts tree nodes and is not comparable with a chain's; acceptance length is.",
-        )
-    _check_sglang_consistency(r, spec, k or 0)
 
 
 def _at(values: Sequence[float] | None, i: int) -> float:
@@ -415,7 +586,6 @@ def _check_sglang_consistency(r: ServerProbeResult, spec: Sequence[SglangRequest
             sum(live.per_pos) == live.accepted,
             f"{sum(live.per_pos)} vs {live.accepted}",
         )
-    check("accepted ≤ proposed", live.accepted <= live.drafted, f"{live.accepted} ≤ {live.drafted}")
     if k and r.server.get("launch", {}).get("shape") != "tree":
         check(
             "proposed = K × spec_verify_ct (chain)",
@@ -427,16 +597,6 @@ def _check_sglang_consistency(r: ServerProbeResult, spec: Sequence[SglangRequest
     check(
         "completion ≤ requests + verify + accepted ≤ completion + requests × K",
         completion <= committed <= completion + len(spec) * max(k, 1),
-        f"{completion} ≤ {committed} ≤ {completion + len(spec) * max(k, 1)}",
+        f"{shown(completion)} ≤ {committed} ≤ {shown(completion + len(spec) * max(k, 1))}",
     )
-    r.server["consistency"] = checks
-    bad = [c for c in checks if not c["ok"]]
-    if bad:
-        r.add(
-            "COUNTERS_INCONSISTENT",
-            Severity.WARNING,
-            "The meta_info fields do not add up: "
-            + "; ".join(f"{c['check']} ({c['detail']})" for c in bad)
-            + ".",
-            failed=bad,
-        )
+    report_inconsistent(r, checks, "The meta_info fields")

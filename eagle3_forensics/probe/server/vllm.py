@@ -10,17 +10,31 @@ settings come from ``/v1/models``, ``/metrics`` and, with ``VLLM_SERVER_DEV_MODE
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from eagle3_forensics.engines.verify import is_chain
 from eagle3_forensics.findings import Severity
 from eagle3_forensics.probe.decode import LiveRun
-from eagle3_forensics.probe.server.http import HttpClient, ServerFault, nonneg_int, run_requests
+from eagle3_forensics.probe.server.counters import (
+    MAX_POSITIONS,
+    Checks,
+    Tally,
+    as_reported,
+    check_tally,
+    number,
+    refuse,
+    report_inconsistent,
+    shown,
+)
+from eagle3_forensics.probe.server.http import HttpClient, ServerFault, run_requests
 from eagle3_forensics.probe.server.prometheus import Samples, by_label, parse_metrics, sum_samples
 from eagle3_forensics.probe.server.result import SERVER_CONVENTIONS, ServerProbeResult
+
+Progress = Callable[[int, int], None]
 
 VLLM_METRICS = {
     "num_drafts": "vllm:spec_decode_num_drafts_total",
@@ -45,7 +59,8 @@ class VllmCounters:
 
     @classmethod
     def read(cls, samples: Samples) -> VllmCounters | None:
-        """``None`` when the server exposes no speculative-decoding counters."""
+        """``None`` when the server exposes no speculative-decoding counters. The values are as the
+        server wrote them (NaN and negatives included): :meth:`check` judges them."""
         drafts = sum_samples(samples, VLLM_METRICS["num_drafts"])
         tokens = sum_samples(samples, VLLM_METRICS["num_draft_tokens"])
         accepted = sum_samples(samples, VLLM_METRICS["num_accepted_tokens"])
@@ -54,13 +69,17 @@ class VllmCounters:
         per_pos: dict[int, float] = {}
         for pos, v in by_label(samples, VLLM_METRICS["num_accepted_tokens_per_pos"], "position").items():
             try:
-                per_pos[int(pos)] = v
+                p = int(pos)
             except ValueError:
+                p = -1
+            if not 0 <= p < MAX_POSITIONS:
                 raise ServerFault(
                     "SERVER_BAD_RESPONSE",
-                    f"GET /metrics: per-position counter with position={pos!r}",
+                    f"GET /metrics: per-position counter with position={pos[:40]!r} (a draft position is "
+                    f"0..{MAX_POSITIONS - 1})",
                     {"request": "GET /metrics"},
-                ) from None
+                )
+            per_pos[p] = v
         return cls(
             drafts,
             tokens,
@@ -75,26 +94,41 @@ class VllmCounters:
     def k(self) -> int:
         return max(self.per_pos) + 1 if self.per_pos else 0
 
+    def check(self, checks: Checks, when: str) -> None:
+        """Every counter is a count; the start time a finite number."""
+        checks.counts(
+            f"GET /metrics ({when})",
+            {
+                "num_drafts": self.num_drafts,
+                "num_draft_tokens": self.num_draft_tokens,
+                "num_accepted_tokens": self.num_accepted_tokens,
+                **{f"num_accepted_tokens_per_pos[{i}]": v for i, v in sorted(self.per_pos.items())},
+                "generation_tokens": self.generation_tokens,
+                "prompt_tokens": self.prompt_tokens,
+            },
+        )
+        if self.start_time is not None and not math.isfinite(self.start_time):
+            checks.fail(
+                "process_start_time_seconds is finite",
+                f"GET /metrics ({when}): {shown(self.start_time)}",
+                process_start_time_seconds=self.start_time,
+            )
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "num_drafts": _num(self.num_drafts),
-            "num_draft_tokens": _num(self.num_draft_tokens),
-            "num_accepted_tokens": _num(self.num_accepted_tokens),
-            "num_accepted_tokens_per_pos": [_num(self.per_pos.get(i, 0.0)) for i in range(self.k)],
-            "generation_tokens": _num(self.generation_tokens),
-            "prompt_tokens": _num(self.prompt_tokens),
-            "process_start_time_seconds": self.start_time,
+            "num_drafts": shown(self.num_drafts),
+            "num_draft_tokens": shown(self.num_draft_tokens),
+            "num_accepted_tokens": shown(self.num_accepted_tokens),
+            "num_accepted_tokens_per_pos": [shown(self.per_pos.get(i, 0.0)) for i in range(self.k)],
+            "generation_tokens": shown(self.generation_tokens),
+            "prompt_tokens": shown(self.prompt_tokens),
+            "process_start_time_seconds": as_reported(self.start_time),
         }
 
 
-def _num(x: float | None) -> float | int | None:
-    if x is None:
-        return None
-    return int(x) if float(x).is_integer() else x
-
-
 def counter_delta(before: VllmCounters, after: VllmCounters) -> tuple[dict[str, Any] | None, list[str]]:
-    """Deltas, or ``(None, reasons)`` when a counter went backwards or the process restarted."""
+    """Deltas, or ``(None, reasons)`` when a counter went backwards or the process restarted.
+    Both sides must have passed :meth:`VllmCounters.check` (finite counts)."""
     reasons = []
     if (
         before.start_time is not None
@@ -117,12 +151,12 @@ def counter_delta(before: VllmCounters, after: VllmCounters) -> tuple[dict[str, 
     ]
     for name, b, a in pairs:
         if b is not None and a is not None and a < b:
-            reasons.append(f"{name} went from {_num(b)} to {_num(a)}")
+            reasons.append(f"{name} went from {shown(b)} to {shown(a)}")
     if reasons:
         return None, reasons
 
-    def d(a: float | None, b: float | None) -> int | float | None:
-        return None if a is None or b is None else _num(a - b)
+    def d(a: float | None, b: float | None) -> Any:
+        return None if a is None or b is None else shown(a - b)
 
     return {
         "num_drafts": d(after.num_drafts, before.num_drafts),
@@ -138,6 +172,8 @@ def counter_delta(before: VllmCounters, after: VllmCounters) -> tuple[dict[str, 
 
 # -- the probe ----------------------------------------------------------------------------------
 
+_NAMES = {"accepted": "num_accepted_tokens", "drafted": "num_draft_tokens", "verify": "num_drafts"}
+
 
 def _scrape_vllm(http: HttpClient) -> tuple[VllmCounters | None, Samples]:
     _, text = http.get_text("/metrics")
@@ -152,8 +188,45 @@ def probe_vllm(
     max_new_tokens: int,
     concurrency: int,
     model: str | None,
+    progress: Progress | None = None,
 ) -> None:
-    """Measure a vLLM server into ``r``: counters before and after the prompts, launch settings."""
+    """Measure a vLLM server into ``r``: counters before and after the prompts, launch settings.
+
+    The steps: the served model, the launch settings, the counters before (checked: a server whose
+    counters are impossible gets no load), the prompts, the counters after, their deltas (checked),
+    then the figure and its consistency checks."""
+    served = _served_model(r, http, model)
+    launch = _vllm_launch(http, r)
+    r.server["version"] = _vllm_version(http)
+    before, _ = _scrape_vllm(http)
+    r.server["launch"] = launch
+    if before is None:
+        r.add(
+            "NO_SPEC_DECODING",
+            Severity.ERROR,
+            "The server exposes no vllm:spec_decode_* counters on /metrics: it runs without speculative "
+            "decoding (or with stats logging disabled), so there is no acceptance to measure.",
+            fix='Start vLLM with --speculative-config \'{"method": "eagle3", "model": DRAFTER, '
+            '"num_speculative_tokens": K}\' and without --disable-log-stats.',
+        )
+        return
+    checks = Checks()
+    before.check(checks, "before")
+    if checks:
+        r.server["counters"] = {
+            "before": before.to_dict(),
+            "convention": SERVER_CONVENTIONS["server.vllm.counters"],
+        }
+        refuse(r, checks, "GET /metrics before the prompts; no prompt was sent")
+        return
+    k = _reconcile_k(r, launch, before)
+    answers, seconds = _send_prompts(http, served, texts, max_new_tokens, concurrency, progress)
+    after, _ = _scrape_vllm(http)
+    _measure(r, before, after, answers, seconds, k)
+
+
+def _served_model(r: ServerProbeResult, http: HttpClient, model: str | None) -> str:
+    """The model the prompts go to (``--model``, else the first ``/v1/models`` lists); sets ``r.target``."""
     _, models = http.get_json("/v1/models")
     data = models.get("data") if isinstance(models, dict) else None
     if (
@@ -171,26 +244,18 @@ def probe_vllm(
     if model is not None and model not in ids:
         raise ServerFault(
             "SERVER_BAD_RESPONSE",
-            f"GET /v1/models: model {model!r} is not served (serves {ids})",
-            {"request": "GET /v1/models", "served": ids},
+            f"GET /v1/models: model {model!r} is not served (serves {ids[:20]})",
+            {"request": "GET /v1/models", "served": ids[:20]},
         )
     entry = data[ids.index(served)]
-    r.target = str(entry.get("root") or served)
+    root = entry.get("root")
+    r.target = root if isinstance(root, str) and root else served
     r.server["model"] = served
-    launch = _vllm_launch(http, r)
-    r.server["version"] = _vllm_version(http)
-    before, _ = _scrape_vllm(http)
-    if before is None:
-        r.server["launch"] = launch
-        r.add(
-            "NO_SPEC_DECODING",
-            Severity.ERROR,
-            "The server exposes no vllm:spec_decode_* counters on /metrics: it runs without speculative "
-            "decoding (or with stats logging disabled), so there is no acceptance to measure.",
-            fix='Start vLLM with --speculative-config \'{"method": "eagle3", "model": DRAFTER, '
-            '"num_speculative_tokens": K}\' and without --disable-log-stats.',
-        )
-        return
+    return served
+
+
+def _reconcile_k(r: ServerProbeResult, launch: dict[str, Any], before: VllmCounters) -> int:
+    """K from /server_info, else from the per-position labels; a disagreement is a warning."""
     k = before.k
     if launch.get("num_speculative_tokens") is None:
         launch["num_speculative_tokens"] = k or None
@@ -205,10 +270,20 @@ def probe_vllm(
             server_info=launch["num_speculative_tokens"],
             metrics_positions=k,
         )
-    r.server["launch"] = launch
-    k = int(launch.get("num_speculative_tokens") or k)
+    return int(launch.get("num_speculative_tokens") or k)
 
-    def one(text: str) -> dict[str, Any]:
+
+def _send_prompts(
+    http: HttpClient,
+    served: str,
+    texts: Sequence[str],
+    max_new_tokens: int,
+    concurrency: int,
+    progress: Progress | None,
+) -> tuple[list[dict[str, float]], float]:
+    """The prompts through ``/v1/completions``, greedy; each answer's token counts as they entered."""
+
+    def one(text: str) -> dict[str, float]:
         body = {
             "model": served,
             "prompt": text,
@@ -218,26 +293,53 @@ def probe_vllm(
         }
         answer = http.post_json("/v1/completions", body)
         usage = answer.get("usage") if isinstance(answer, dict) else None
-        if not isinstance(usage, dict):
+        completion = (
+            number(usage.get("completion_tokens"), _USAGE + ".completion_tokens")
+            if isinstance(usage, dict)
+            else None
+        )
+        if completion is None or not isinstance(usage, dict):
             raise ServerFault(
                 "SERVER_BAD_RESPONSE",
-                "POST /v1/completions: no usage object in the answer",
+                "POST /v1/completions: no usage.completion_tokens in the answer",
                 {"request": "POST /v1/completions"},
             )
         return {
-            "completion_tokens": nonneg_int(usage.get("completion_tokens"), "usage.completion_tokens"),
-            "prompt_tokens": nonneg_int(usage.get("prompt_tokens", 0) or 0, "usage.prompt_tokens"),
+            "completion_tokens": completion,
+            "prompt_tokens": number(usage.get("prompt_tokens"), _USAGE + ".prompt_tokens") or 0.0,
         }
 
     t0 = time.perf_counter()
-    answers = run_requests(texts, one, concurrency)
-    seconds = time.perf_counter() - t0
-    after, _ = _scrape_vllm(http)
+    answers = run_requests(texts, one, concurrency, progress)
+    return answers, time.perf_counter() - t0
+
+
+_USAGE = "POST /v1/completions: usage"
+
+
+def _measure(
+    r: ServerProbeResult,
+    before: VllmCounters,
+    after: VllmCounters | None,
+    answers: Sequence[dict[str, float]],
+    seconds: float,
+    k: int,
+) -> None:
+    """The deltas, checked; then the figure (or why there is none) and the consistency checks."""
+    checks = Checks()
+    checks.counts(
+        _USAGE,
+        {
+            f"{key}[{i}]": a[key]
+            for i, a in enumerate(answers)
+            for key in ("completion_tokens", "prompt_tokens")
+        },
+    )
     completion = sum(a["completion_tokens"] for a in answers)
     r.server["requests"] = {
         "count": len(answers),
-        "completion_tokens": completion,
-        "prompt_tokens": sum(a["prompt_tokens"] for a in answers),
+        "completion_tokens": shown(completion),
+        "prompt_tokens": shown(sum(a["prompt_tokens"] for a in answers)),
         "seconds": seconds,
     }
     if after is None:
@@ -249,13 +351,19 @@ def probe_vllm(
             fix="Re-run the probe once the server is stable.",
         )
         return
-    delta, reasons = counter_delta(before, after)
-    r.server["counters"] = {
+    after.check(checks, "after")
+    counters: dict[str, Any] = {
         "before": before.to_dict(),
         "after": after.to_dict(),
-        "delta": delta,
+        "delta": None,
         "convention": SERVER_CONVENTIONS["server.vllm.counters"],
     }
+    r.server["counters"] = counters
+    if checks:
+        refuse(r, checks, "GET /metrics after the prompts, or the answers' usage")
+        return
+    delta, reasons = counter_delta(before, after)
+    counters["delta"] = delta
     if delta is None:
         r.add(
             "COUNTERS_WENT_BACKWARDS",
@@ -267,6 +375,34 @@ def probe_vllm(
         )
         return
     per_pos = [int(x or 0) for x in delta["num_accepted_tokens_per_pos"]]
+    gen = delta.get("generation_tokens")
+    tally = Tally(
+        requests=len(answers),
+        completion=float(gen) if gen is not None else completion,
+        verify=float(delta["num_drafts"]),
+        drafted=float(delta["num_draft_tokens"]),
+        accepted=float(delta["num_accepted_tokens"]),
+        per_pos=per_pos,
+        k=k,
+        server_wide=gen is not None,
+    )
+    check_tally(checks, tally, _NAMES)
+    if checks:
+        refuse(r, checks, "the deltas of /metrics across the prompts")
+        return
+    _figure(r, delta, per_pos, int(completion), seconds, k, len(answers))
+
+
+def _figure(
+    r: ServerProbeResult,
+    delta: dict[str, Any],
+    per_pos: list[int],
+    completion: int,
+    seconds: float,
+    k: int,
+    requests: int,
+) -> None:
+    """The acceptance from checked deltas; nothing drafted is said, not measured as 1.0."""
     if k and len(per_pos) < k:
         per_pos += [0] * (k - len(per_pos))
     r.k = k or len(per_pos)
@@ -280,8 +416,21 @@ def probe_vllm(
         seconds=seconds,
     )
     r.per_position_available = bool(per_pos)
+    if r.live.num_drafts == 0:
+        r.add(
+            "NO_DRAFTS",
+            Severity.WARNING,
+            f"No verify step carried drafts during the probe ({requests} requests, {completion} tokens): the "
+            "spec-decode counters did not move, so there is no acceptance to report (max_new_tokens too small, "
+            "or the server drafts nothing).",
+            fix="Probe with more --max-new-tokens; if the counters still do not move, the server is not drafting "
+            "(check its log and launch flags).",
+            requests=requests,
+            completion_tokens=completion,
+        )
+        return
     r.measured = True
-    _check_vllm_consistency(r, delta, len(answers), completion)
+    _check_vllm_consistency(r, delta, requests, completion)
 
 
 def _vllm_version(http: HttpClient) -> str | None:
@@ -335,7 +484,9 @@ def _vllm_launch(http: HttpClient, r: ServerProbeResult) -> dict[str, Any]:
     launch.update(
         {
             "method": method if isinstance(method, str) else None,
-            "num_speculative_tokens": k if isinstance(k, int) and not isinstance(k, bool) else None,
+            "num_speculative_tokens": k
+            if isinstance(k, int) and not isinstance(k, bool) and 0 < k <= MAX_POSITIONS
+            else None,
             "draft_model": spec.get("model") if isinstance(spec.get("model"), str) else None,
         }
     )
@@ -357,13 +508,6 @@ def _check_vllm_consistency(
     def check(name: str, ok: bool, detail: str) -> None:
         checks.append({"check": name, "ok": ok, "detail": detail})
 
-    if live.num_drafts == 0:
-        r.add(
-            "NO_DRAFTS",
-            Severity.WARNING,
-            f"No verify step carried drafts during the probe ({requests} requests, {completion} tokens): "
-            "nothing to measure (max_new_tokens too small?).",
-        )
     check(
         "draft tokens = K × drafts (chain)",
         live.drafted == k * live.num_drafts,
@@ -379,7 +523,6 @@ def _check_vllm_consistency(
         all(a >= b for a, b in zip(live.per_pos, live.per_pos[1:], strict=False)),
         str(live.per_pos),
     )
-    check("accepted ≤ draft tokens", live.accepted <= live.drafted, f"{live.accepted} ≤ {live.drafted}")
     committed = requests + live.num_drafts + live.accepted  # prefill token + one bonus per verify + accepted
     check(
         "tokens generated ≤ requests + drafts + accepted ≤ tokens + requests × K",
@@ -393,15 +536,10 @@ def _check_vllm_consistency(
             gen == completion,
             f"{gen} vs {completion}",
         )
-    r.server["consistency"] = checks
-    bad = [c for c in checks if not c["ok"]]
-    if bad:
-        r.add(
-            "COUNTERS_INCONSISTENT",
-            Severity.WARNING,
-            "The counters do not add up: "
-            + "; ".join(f"{c['check']} ({c['detail']})" for c in bad)
-            + ". Other traffic on the server during the probe, or a counter bug, would explain it.",
-            fix="Probe a server nobody else is using, or subtract the other traffic.",
-            failed=bad,
-        )
+    report_inconsistent(
+        r,
+        checks,
+        "The counters",
+        " Other traffic on the server during the probe, or a counter bug, would explain it.",
+        fix="Probe a server nobody else is using, or subtract the other traffic.",
+    )
