@@ -15,6 +15,7 @@ import ast
 from eagle3_forensics.engines.extract.classes import attr_class
 from eagle3_forensics.engines.extract.facts import CAPTURES, NO_INTERFACE, TargetVerdict, Term
 from eagle3_forensics.engines.extract.source import Cite, ClassRef, SourceTree
+from eagle3_forensics.engines.extract.vllm_capture import forward_sites
 
 MODELS = "sglang.srt.models"
 METHOD = "set_eagle3_layers_to_capture"
@@ -91,6 +92,17 @@ def _delegate(method: ast.FunctionDef) -> str | None:
     return None
 
 
+def _stored_on(method: ast.FunctionDef) -> str:
+    """``self.X.layers_to_capture = ...`` -> ``X`` (the decoder; ``model`` when not found)."""
+    for node in ast.walk(method):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Attribute) and t.attr == "layers_to_capture" and isinstance(t.value, ast.Attribute):
+                    if ast.unparse(t.value.value) == "self":
+                        return t.value.attr
+    return "model"
+
+
 def _stores_as_given(text: str) -> bool:
     """A decoder's own method that stores what it is handed (``self.layers_to_capture = layers_to_capture``)."""
     return "self.layers_to_capture = layers_to_capture" in text
@@ -140,7 +152,9 @@ class SglangTargets:
         if conversion is None:
             v.reason = f"{v.where}: the id conversion is not one the pass knows"
             return
-        self._decoder(v, owner, delegate or "model", None)
+        self._decoder(v, owner, delegate or _stored_on(method), None)
+        if not v.decided:
+            return
         v.conversion = v.conversion or conversion or PLUS_ONE
         terms, shifted = _default(method)
         if terms is not None and shifted and v.conversion == PLUS_ONE:
@@ -148,14 +162,14 @@ class SglangTargets:
         v.default_ids = terms
 
     def _decoder(self, v: TargetVerdict, owner: ClassRef, attr: str, inner: ClassRef | None) -> None:
-        """Captured ids: 0..N-1 before each layer, N too where the decoder tests ``end_layer``."""
+        """Captured ids from the decoder's ``forward``: ``if i in self.layers_to_capture`` sites."""
         decoder = inner or attr_class(self.tree, owner, attr)[0] or owner
-        final = False
-        for c in self.tree.mro(decoder):
-            if isinstance(c, ClassRef) and (fwd := c.method("forward")) is not None:
-                final = "end_layer in self.layers_to_capture" in c.module.segment(fwd)
-                if final:
-                    v.cite(c.cite(fwd))
-                break
-        v.kind, v.first_id, v.last = CAPTURES, 0, "N" if final else "N-1"
-        v.how = "before each layer" + (" and at end_layer" if final else "")
+        sites, where = forward_sites(self.tree, decoder, "layers_to_capture")
+        v.cite(*sites.cites)
+        valid = sites.valid()
+        if sites.unplaced or valid is None:
+            found = "no capture site" if not sites.found else ", ".join(sites.unplaced) or "a gap"
+            v.reason = f"{where.short(MODELS + '.') if where else decoder.name}.forward: {found}"
+            return
+        v.kind, (v.first_id, v.last) = CAPTURES, valid
+        v.how = "+".join(sorted(sites.segments, key=["pre0", "before", "after", "end"].index))

@@ -17,6 +17,7 @@ from eagle3_forensics.engines.extract.source import Cite, ClassRef, SourceTree
 
 _AUX_ATTR = "aux_hidden_state_layers"
 _MIXIN_CALL = "_maybe_add_hidden_state"
+_FLAG = "_is_layer_to_capture"
 
 
 @dataclass
@@ -63,9 +64,9 @@ def _layer_call_line(loop: ast.For) -> int | None:
             if isinstance(sub, ast.Call):
                 f = sub.func
                 if isinstance(f, ast.Name) and f.id in layer_names:
-                    return stmt.lineno
+                    return sub.lineno
                 if isinstance(f, ast.Subscript) and "layers" in ast.unparse(f.value):
-                    return stmt.lineno
+                    return sub.lineno
     return None
 
 
@@ -79,21 +80,22 @@ def _id_expr_kind(expr: ast.expr, loop_vars: set[str]) -> str:
             return "var+1"
     if text in ("0", "self.start_layer"):
         return "zero"
-    if text in ("self.end_layer", "len(self.layers)", "self.config.num_hidden_layers", "self.num_layers"):
+    if text in ("self.end_layer", "len(self.layers)", "self.config.num_hidden_layers", "self.num_layers", "num_layers"):
         return "end"
     return "other"
 
 
-def _site_expr(node: ast.AST) -> tuple[ast.expr, ast.AST] | None:
-    """(id expression, capture node) when ``node`` is a capture site."""
+def _site_expr(node: ast.AST, attr: str = _AUX_ATTR) -> tuple[ast.expr, ast.AST] | None:
+    """(id expression, capture node) when ``node`` is a capture site (``if i in self.<attr>``,
+    ``x if i in self.<attr> else None``, or the mixin's call)."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == _MIXIN_CALL:
         if len(node.args) >= 2:
             return node.args[1], node
-    test = node.test if isinstance(node, ast.If) else None
+    test = node.test if isinstance(node, ast.If | ast.IfExp) else None
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         test = test.values[0]
     if isinstance(test, ast.Compare):
-        if len(test.ops) == 1 and isinstance(test.ops[0], ast.In) and _AUX_ATTR in ast.unparse(test.comparators[0]):
+        if len(test.ops) == 1 and isinstance(test.ops[0], ast.In) and attr in ast.unparse(test.comparators[0]):
             return test.left, node
     return None
 
@@ -104,16 +106,17 @@ def _adds_residual_unguarded(node: ast.AST) -> bool:
 
 
 class _Walker:
-    def __init__(self, sites: Sites, owner: ClassRef, assigns_none: bool) -> None:
-        self.sites, self.owner, self.assigns_none = sites, owner, assigns_none
+    def __init__(self, sites: Sites, owner: ClassRef, assigns_none: bool, attr: str) -> None:
+        self.sites, self.owner, self.assigns_none, self.attr = sites, owner, assigns_none, attr
 
-    def visit(self, body: list[ast.stmt], loop: ast.For | None, after_loop: bool) -> None:
+    def visit(self, body: list[ast.stmt], loop: ast.For | None, after_loop: bool) -> bool:
+        """Walk ``body``; True when it ran the layer loop (what follows is after the loop)."""
         for stmt in body:
             if isinstance(stmt, ast.For) and _is_layer_loop(stmt):
                 self.visit(stmt.body, stmt, False)
                 after_loop = True
                 continue
-            if isinstance(stmt, ast.If) and _site_expr(stmt):
+            if isinstance(stmt, ast.If) and _site_expr(stmt, self.attr):
                 self._site(stmt, loop, after_loop)
                 continue
             compound = isinstance(stmt, ast.If | ast.For | ast.While | ast.With | ast.Try)
@@ -121,17 +124,23 @@ class _Walker:
             headers += [i.context_expr for i in getattr(stmt, "items", [])]
             for node in headers if compound else [stmt]:
                 for sub in ast.walk(node):
-                    if isinstance(sub, ast.Call) and _site_expr(sub):
+                    if isinstance(sub, ast.Call | ast.IfExp) and _site_expr(sub, self.attr):
                         self._site(sub, loop, after_loop)
+                    elif isinstance(sub, ast.IfExp) and loop is not None and _FLAG in ast.unparse(sub.test):
+                        self.sites.segments.add("before")  # SGLang MiniMax-M3: a per-layer flag
+                        self.sites.cites.append(self.owner.cite(sub))
+            ran = False
             for name in ("body", "orelse", "finalbody"):
                 inner = getattr(stmt, name, None) if compound else None
                 if inner:
-                    self.visit(inner, loop, after_loop)
+                    ran |= self.visit(inner, loop, after_loop)
             for handler in getattr(stmt, "handlers", []) if compound else []:
-                self.visit(handler.body, loop, after_loop)
+                ran |= self.visit(handler.body, loop, after_loop)
+            after_loop |= ran and loop is None
+        return after_loop
 
     def _site(self, node: ast.AST, loop: ast.For | None, after_loop: bool) -> None:
-        found = _site_expr(node)
+        found = _site_expr(node, self.attr)
         assert found is not None
         expr, site = found
         self.sites.cites.append(self.owner.cite(site))
@@ -143,7 +152,8 @@ class _Walker:
         unguarded = isinstance(site, ast.If) and _adds_residual_unguarded(site)
         if loop is not None:
             call_line = _layer_call_line(loop)
-            before = call_line is None or getattr(site, "lineno", 0) < call_line
+            # a conditional handed to the layer call captures that layer's input
+            before = isinstance(site, ast.IfExp) or call_line is None or getattr(site, "lineno", 0) < call_line
             if kind == "var" and before:
                 self.sites.segments.add("before")
                 self.sites.crash_at_zero |= unguarded and self.assigns_none
@@ -160,7 +170,7 @@ class _Walker:
             self.sites.unplaced.append(f"id {ast.unparse(expr)} outside the layer loop")
 
 
-def forward_sites(tree: SourceTree, holder: ClassRef) -> tuple[Sites, ClassRef | None]:
+def forward_sites(tree: SourceTree, holder: ClassRef, attr: str = _AUX_ATTR) -> tuple[Sites, ClassRef | None]:
     """The capture sites of the ``forward`` ``holder`` runs (along its MRO, through ``super().forward``)."""
     sites = Sites()
     first: ClassRef | None = None
@@ -172,7 +182,7 @@ def forward_sites(tree: SourceTree, holder: ClassRef) -> tuple[Sites, ClassRef |
             continue
         first = first or owner
         text = owner.module.segment(fwd)
-        _Walker(sites, owner, "residual = None" in text).visit(fwd.body, None, False)
+        _Walker(sites, owner, "residual = None" in text, attr).visit(fwd.body, None, False)
         if sites.found:
             return sites, owner
         if "super().forward(" not in text:
