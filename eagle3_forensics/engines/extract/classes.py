@@ -28,7 +28,9 @@ def attr_class(tree: SourceTree, cls: ClassRef, attr: str) -> tuple[ClassRef | N
                     continue
                 value, where = _built_by_method(tree, cls, node.value, c.module)
                 if isinstance(value, ast.Call):
-                    found = _called_class(tree, cls, where, value) or _parameter_default(tree, where, item, value)
+                    found = _called_class(tree, cls, where, value) or _parameter_default(
+                        tree, where, item, value
+                    )
                     if found is not None or callee(value) == "init_vllm_registered_model":
                         return found, value, where
     return None, None, cls.module
@@ -38,7 +40,11 @@ def _built_by_method(
     tree: SourceTree, cls: ClassRef, value: ast.expr | None, module: Module
 ) -> tuple[ast.expr | None, Module]:
     """``self._init_model(...)``: the call that method returns and its module (else ``value`` itself)."""
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and ast.unparse(value.func.value) == "self":
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and ast.unparse(value.func.value) == "self"
+    ):
         found = tree.find_method(cls, value.func.attr)
         if found is not None:
             ret = next((n for n in ast.walk(found[1]) if isinstance(n, ast.Return)), None)
@@ -68,7 +74,9 @@ def _called_class(tree: SourceTree, cls: ClassRef, module: Module, call: ast.Cal
     return None
 
 
-def _parameter_default(tree: SourceTree, module: Module, fdef: ast.FunctionDef, call: ast.Call) -> ClassRef | None:
+def _parameter_default(
+    tree: SourceTree, module: Module, fdef: ast.FunctionDef, call: ast.Call
+) -> ClassRef | None:
     """``language_model_cls(...)`` where ``language_model_cls=X`` is a parameter of the method: X."""
     if not isinstance(call.func, ast.Name):
         return None

@@ -7,6 +7,7 @@ i = output of layer i-1), as the records use them; ``last`` is ``N`` or ``N-1``.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,25 @@ KINDS = (CAPTURES, NO_INTERFACE, STARTUP_REFUSAL, CRASH_FIRST_FORWARD, DELEGATED
 # (a, b, c) -> N*a//b + c: the default ids as the records write them
 Term = tuple[int, int, int]
 INTERFACE_DEFAULT: tuple[Term, ...] = ((0, 1, 2), (1, 2, 0), (1, 1, -3))
+
+
+def term(e: ast.expr) -> Term | None:
+    """``2``, ``n``, ``n // 2``, ``n - 3``, ``n + 1`` as a term; None for anything else."""
+    if isinstance(e, ast.Constant) and isinstance(e.value, int):
+        return (0, 1, e.value)
+    if isinstance(e, ast.Name):
+        return (1, 1, 0)
+    if isinstance(e, ast.BinOp) and isinstance(e.left, ast.Name) and isinstance(e.right, ast.Constant):
+        c = e.right.value
+        if not isinstance(c, int):
+            return None
+        if isinstance(e.op, ast.FloorDiv):
+            return (1, c, 0)
+        if isinstance(e.op, ast.Sub):
+            return (1, 1, -c)
+        if isinstance(e.op, ast.Add):
+            return (1, 1, c)
+    return None
 
 
 @dataclass
@@ -109,12 +129,14 @@ class Extraction:
 
     def undecided(self) -> list[str]:
         """The entries static analysis could not decide (each needs a hand entry marked ``read``)."""
-        out = [f"target {v.architecture} ({v.cls}): {v.reason}" for v in self.targets.values() if not v.decided]
+        out = [
+            f"target {v.architecture} ({v.cls}): {v.reason}" for v in self.targets.values() if not v.decided
+        ]
         out += [f"fact {f.name}: {f.reason}" for f in self.facts.values() if not f.decided]
         return out
 
     def counts(self) -> dict[str, int]:
-        by_kind = {k: 0 for k in KINDS}
+        by_kind = dict.fromkeys(KINDS, 0)
         for v in self.targets.values():
             by_kind[v.kind] += 1
         return {"targets": len(self.targets), **by_kind, "facts": len(self.facts)}

@@ -76,7 +76,9 @@ def extract(package: str, version: str, root: Path) -> Extraction:
     tree = SourceTree(Path(root))
     out = Extraction(engine, package, version)
     if engine == "vllm":
-        failures = {k: (text, locate(tree, paths, needle)) for k, (text, paths, needle) in _VLLM_FAILURES.items()}
+        failures = {
+            k: (text, locate(tree, paths, needle)) for k, (text, paths, needle) in _VLLM_FAILURES.items()
+        }
         out.targets = VllmTargets(tree, failures).all()
         extract_launch(tree, out)
     elif engine == "sglang":
@@ -109,9 +111,13 @@ def _sglang_options(tree: SourceTree, out: Extraction) -> None:
                         names.setdefault(str(a.value), mod.cite(node))
             if isinstance(node, ast.ClassDef):
                 for item in node.body:
-                    if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
-                        if item.target.id.startswith("speculative_"):
-                            names.setdefault("--" + item.target.id.replace("_", "-"), mod.cite(item))
+                    name = (
+                        item.target.id
+                        if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                        else ""
+                    )
+                    if name.startswith("speculative_"):
+                        names.setdefault("--" + name.replace("_", "-"), mod.cite(item))
     if names:
         out.add_fact(Fact("server.speculative_options", sorted(names), sorted(set(names.values()))))
     else:
@@ -123,7 +129,11 @@ def _speculators(tree: SourceTree, out: Extraction) -> None:
     for mod_name in ("speculators.models.eagle3.config", "speculators.models.eagle3"):
         cls = tree.resolve(mod_name, "Eagle3SpeculatorConfig")
         if cls is not None:
-            fields = [i.target.id for i in cls.node.body if isinstance(i, ast.AnnAssign) and isinstance(i.target, ast.Name)]
+            fields = [
+                i.target.id
+                for i in cls.node.body
+                if isinstance(i, ast.AnnAssign) and isinstance(i.target, ast.Name)
+            ]
             out.add_fact(Fact("drafter_config.fields", fields, [cls.cite()]))
             return
     out.add_fact(Fact("drafter_config.fields", None, reason="Eagle3SpeculatorConfig not found"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 
 from eagle3_forensics.engines.extract.classes import attr_class
-from eagle3_forensics.engines.extract.facts import CAPTURES, NO_INTERFACE, TargetVerdict, Term
+from eagle3_forensics.engines.extract.facts import CAPTURES, NO_INTERFACE, TargetVerdict, Term, term
 from eagle3_forensics.engines.extract.source import Cite, ClassRef, SourceTree
 from eagle3_forensics.engines.extract.vllm_capture import forward_sites
 
@@ -37,7 +37,9 @@ def entry_classes(tree: SourceTree) -> dict[str, tuple[ClassRef, Cite]]:
         if mod is None:
             continue
         for stmt in mod.tree.body:
-            if not (isinstance(stmt, ast.Assign) and any(ast.unparse(t) == "EntryClass" for t in stmt.targets)):
+            if not (
+                isinstance(stmt, ast.Assign) and any(ast.unparse(t) == "EntryClass" for t in stmt.targets)
+            ):
                 continue
             elts = stmt.value.elts if isinstance(stmt.value, ast.List | ast.Tuple) else [stmt.value]
             for e in elts:
@@ -63,23 +65,16 @@ def _default(method: ast.FunctionDef) -> tuple[tuple[Term, ...] | None, bool]:
     """The default ids (``layer_ids is None``) and whether they go through the conversion after."""
     for node in ast.walk(method):
         if isinstance(node, ast.List) and len(node.elts) >= 2:
-            terms = [_term(e) for e in node.elts]
+            terms = [term(e) for e in node.elts]
             if all(t is not None for t in terms):
                 shifted = any(
-                    isinstance(a, ast.Assign) and a.value is node and any(ast.unparse(t) == "layer_ids" for t in a.targets)
+                    isinstance(a, ast.Assign)
+                    and a.value is node
+                    and any(ast.unparse(t) == "layer_ids" for t in a.targets)
                     for a in ast.walk(method)
                 )
                 return tuple(t for t in terms if t is not None), shifted
     return None, False
-
-
-def _term(e: ast.expr) -> Term | None:
-    if isinstance(e, ast.Constant) and isinstance(e.value, int):
-        return (0, 1, e.value)
-    if isinstance(e, ast.BinOp) and isinstance(e.right, ast.Constant) and isinstance(e.left, ast.Name):
-        c = int(e.right.value)
-        return {ast.FloorDiv: (1, c, 0), ast.Sub: (1, 1, -c), ast.Add: (1, 1, c)}.get(type(e.op))
-    return None
 
 
 def _delegate(method: ast.FunctionDef) -> str | None:
@@ -97,9 +92,12 @@ def _stored_on(method: ast.FunctionDef) -> str:
     for node in ast.walk(method):
         if isinstance(node, ast.Assign):
             for t in node.targets:
-                if isinstance(t, ast.Attribute) and t.attr == "layers_to_capture" and isinstance(t.value, ast.Attribute):
-                    if ast.unparse(t.value.value) == "self":
-                        return t.value.attr
+                if (
+                    isinstance(t, ast.Attribute)
+                    and t.attr == "layers_to_capture"
+                    and isinstance(t.value, ast.Attribute)
+                ) and ast.unparse(t.value.value) == "self":
+                    return t.value.attr
     return "model"
 
 

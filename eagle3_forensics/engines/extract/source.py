@@ -191,9 +191,10 @@ class SourceTree:
                 local = alias.asname or alias.name.split(".")[0]
                 target = alias.name if alias.asname else alias.name.split(".")[0]
                 mod.bindings.setdefault(local, []).append((target, "", preferred))
-        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            if isinstance(stmt.value, ast.Name | ast.Attribute):
-                mod.aliases.setdefault(stmt.targets[0].id, stmt.value)
+        elif (
+            isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+        ) and isinstance(stmt.value, ast.Name | ast.Attribute):
+            mod.aliases.setdefault(stmt.targets[0].id, stmt.value)
 
     @staticmethod
     def _absolute(mod: Module, name: str | None, level: int) -> str:
@@ -206,7 +207,9 @@ class SourceTree:
         return ".".join([*parts, *([name] if name else [])])
 
     # -- names -----------------------------------------------------------------------------------
-    def resolve(self, module: str, name: str, _seen: frozenset[tuple[str, str]] = frozenset()) -> ClassRef | None:
+    def resolve(
+        self, module: str, name: str, _seen: frozenset[tuple[str, str]] = frozenset()
+    ) -> ClassRef | None:
         """The class ``name`` means in ``module`` (following imports, re-exports and aliases)."""
         if (module, name) in _seen or len(_seen) > 40:
             return None

@@ -75,12 +75,23 @@ def _id_expr_kind(expr: ast.expr, loop_vars: set[str]) -> str:
     text = ast.unparse(expr).replace(" ", "")
     if isinstance(expr, ast.Name) and expr.id in loop_vars:
         return "var"
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
-        if isinstance(expr.left, ast.Name) and expr.left.id in loop_vars and ast.unparse(expr.right) == "1":
-            return "var+1"
+    if (
+        isinstance(expr, ast.BinOp)
+        and isinstance(expr.op, ast.Add)
+        and isinstance(expr.left, ast.Name)
+        and expr.left.id in loop_vars
+        and ast.unparse(expr.right) == "1"
+    ):
+        return "var+1"
     if text in ("0", "self.start_layer"):
         return "zero"
-    if text in ("self.end_layer", "len(self.layers)", "self.config.num_hidden_layers", "self.num_layers", "num_layers"):
+    if text in (
+        "self.end_layer",
+        "len(self.layers)",
+        "self.config.num_hidden_layers",
+        "self.num_layers",
+        "num_layers",
+    ):
         return "end"
     return "other"
 
@@ -88,15 +99,18 @@ def _id_expr_kind(expr: ast.expr, loop_vars: set[str]) -> str:
 def _site_expr(node: ast.AST, attr: str = _AUX_ATTR) -> tuple[ast.expr, ast.AST] | None:
     """(id expression, capture node) when ``node`` is a capture site (``if i in self.<attr>``,
     ``x if i in self.<attr> else None``, or the mixin's call)."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == _MIXIN_CALL:
-        if len(node.args) >= 2:
-            return node.args[1], node
+    mixin = (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == _MIXIN_CALL
+    )
+    if mixin and isinstance(node, ast.Call) and len(node.args) >= 2:
+        return node.args[1], node
     test = node.test if isinstance(node, ast.If | ast.IfExp) else None
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         test = test.values[0]
-    if isinstance(test, ast.Compare):
-        if len(test.ops) == 1 and isinstance(test.ops[0], ast.In) and attr in ast.unparse(test.comparators[0]):
-            return test.left, node
+    if isinstance(test, ast.Compare) and (
+        len(test.ops) == 1 and isinstance(test.ops[0], ast.In) and attr in ast.unparse(test.comparators[0])
+    ):
+        return test.left, node
     return None
 
 
@@ -153,7 +167,9 @@ class _Walker:
         if loop is not None:
             call_line = _layer_call_line(loop)
             # a conditional handed to the layer call captures that layer's input
-            before = isinstance(site, ast.IfExp) or call_line is None or getattr(site, "lineno", 0) < call_line
+            before = (
+                isinstance(site, ast.IfExp) or call_line is None or getattr(site, "lineno", 0) < call_line
+            )
             if kind == "var" and before:
                 self.sites.segments.add("before")
                 self.sites.crash_at_zero |= unguarded and self.assigns_none

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 
+from eagle3_forensics.engines.extract.classes import attr_class, callee
 from eagle3_forensics.engines.extract.facts import (
     CAPTURES,
     CRASH_FIRST_FORWARD,
@@ -23,14 +24,19 @@ from eagle3_forensics.engines.extract.facts import (
     UNKNOWN,
     TargetVerdict,
     Term,
+    term,
 )
-from eagle3_forensics.engines.extract.classes import attr_class, callee
 from eagle3_forensics.engines.extract.source import Cite, ClassRef, SourceTree
 from eagle3_forensics.engines.extract.vllm_capture import forward_sites, passes_ids_on
 
 MODELS = "vllm.model_executor.models"
 REGISTRIES = ("_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS", "_TRANSFORMERS_SUPPORTED_MODELS")
-ALL_REGISTRIES = (*REGISTRIES, "_EMBEDDING_MODELS", "_SPECULATIVE_DECODING_MODELS", "_TRANSFORMERS_BACKEND_MODELS")
+ALL_REGISTRIES = (
+    *REGISTRIES,
+    "_EMBEDDING_MODELS",
+    "_SPECULATIVE_DECODING_MODELS",
+    "_TRANSFORMERS_BACKEND_MODELS",
+)
 
 
 def read_registry(tree: SourceTree, names: tuple[str, ...] = REGISTRIES) -> dict[str, tuple[str, str, Cite]]:
@@ -146,7 +152,9 @@ class VllmTargets:
             return
         self._holder(v, cls, cls, check_mixin=True)
 
-    def _language_model(self, v: TargetVerdict, cls: ClassRef, attr: str, depth: int, check_mixin: bool) -> None:
+    def _language_model(
+        self, v: TargetVerdict, cls: ClassRef, attr: str, depth: int, check_mixin: bool
+    ) -> None:
         lm, call, mod = attr_class(self.tree, cls, attr)
         if call is not None and callee(call) == "init_vllm_registered_model":
             v.cite(mod.cite(call))
@@ -224,8 +232,12 @@ class VllmTargets:
             if isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("_layer_names"):
                 sl = node.slice
                 k = 0
-                if isinstance(sl, ast.BinOp) and isinstance(sl.op, ast.Sub) and isinstance(sl.right, ast.Constant):
-                    k = int(sl.right.value)
+                if (
+                    isinstance(sl, ast.BinOp)
+                    and isinstance(sl.op, ast.Sub)
+                    and isinstance(sl.right, ast.Constant)
+                ):
+                    k = sl.right.value if isinstance(sl.right.value, int) else -1
                 elif not isinstance(sl, ast.Name):
                     break
                 v.cite(owner.cite(node))
@@ -264,7 +276,11 @@ def _delegate_attr(method: ast.FunctionDef, name: str) -> str | None:
     for node in ast.walk(method):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == name:
             recv = node.func.value
-            if isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self":
+            if (
+                isinstance(recv, ast.Attribute)
+                and isinstance(recv.value, ast.Name)
+                and recv.value.id == "self"
+            ):
                 return recv.attr
             if isinstance(recv, ast.Call) and callee(recv) == "get_language_model":
                 return "language_model"
@@ -276,9 +292,9 @@ def _assigned_holder(method: ast.FunctionDef) -> str | None:
     for node in ast.walk(method):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             recv = node.func.value
-            if node.func.attr == "_set_aux_hidden_state_layers" and isinstance(recv, ast.Attribute):
-                if ast.unparse(recv.value) == "self":
-                    return recv.attr
+            named = node.func.attr == "_set_aux_hidden_state_layers" and isinstance(recv, ast.Attribute)
+            if named and isinstance(recv, ast.Attribute) and ast.unparse(recv.value) == "self":
+                return recv.attr
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 if isinstance(t, ast.Attribute) and t.attr == "aux_hidden_state_layers":
@@ -295,24 +311,8 @@ def default_terms(method: ast.FunctionDef) -> tuple[Term, ...] | None:
         return None
     out: list[Term] = []
     for elt in ret.value.elts:
-        term = _term(elt)
-        if term is None:
+        t = term(elt)
+        if t is None:
             return None
-        out.append(term)
+        out.append(t)
     return tuple(out)
-
-
-def _term(e: ast.expr) -> Term | None:
-    if isinstance(e, ast.Constant) and isinstance(e.value, int):
-        return (0, 1, e.value)
-    if isinstance(e, ast.Name):
-        return (1, 1, 0)
-    if isinstance(e, ast.BinOp) and isinstance(e.right, ast.Constant) and isinstance(e.left, ast.Name):
-        c = e.right.value
-        if isinstance(e.op, ast.FloorDiv):
-            return (1, int(c), 0)
-        if isinstance(e.op, ast.Sub):
-            return (1, 1, -int(c))
-        if isinstance(e.op, ast.Add):
-            return (1, 1, int(c))
-    return None

@@ -16,7 +16,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-DEFAULT_CACHE = Path(os.environ.get("EAGLE3_WHEELS") or Path.home() / ".cache" / "eagle3-forensics" / "wheels")
+DEFAULT_CACHE = Path(
+    os.environ.get("EAGLE3_WHEELS") or Path.home() / ".cache" / "eagle3-forensics" / "wheels"
+)
 
 
 class WheelError(RuntimeError):
@@ -39,10 +41,22 @@ def download(package: str, version: str, cache: Path = DEFAULT_CACHE, timeout: i
     if found is not None:
         return found
     Path(cache).mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+    ]
     try:
         done = subprocess.run(  # noqa: S603 - pip with fixed arguments
-            [*cmd, f"{package}=={version}", "-d", str(cache)], capture_output=True, text=True, timeout=timeout, check=False
+            [*cmd, f"{package}=={version}", "-d", str(cache)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
     except subprocess.TimeoutExpired as exc:
         raise WheelError(f"pip download {package}=={version}: timed out") from exc
