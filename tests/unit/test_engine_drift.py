@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import zipfile
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -114,38 +111,6 @@ def test_newest_citations_per_package() -> None:
         Citation("p", "1.9", "c.py", "2" * 64),
     ]
     assert [c.path for c in drift.newest_citations(rows)["p"]] == ["b.py"]
-
-
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("engine_drift_script", ROOT / "scripts" / "engine_drift.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_script_writes_the_report_from_wheels_it_is_given(
-    pinned: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The whole `make engine-drift` run with PyPI replaced by two wheels built here."""
-    sha, listings, _ = pinned
-    script = _script()
-    rows = [
-        Citation("eng-x", "1.0", p, sha[key("eng-x", "1.0", p)]) for p in ("eng/a/cfg.py", "eng/a/runner.py")
-    ]
-    wheel(tmp_path / "cache", "eng-x", "1.1", OLD)
-    wheel(tmp_path / "cache", "eng-x", "2.0", {**OLD, "eng/a/cfg.py": "A = 3\n"})
-    monkeypatch.setattr(script.drift, "all_citations", lambda: rows)
-    monkeypatch.setattr(script.wheel_sha256, "LISTINGS", listings)
-    monkeypatch.setattr(script, "pypi_versions", lambda package: ["2.0", "1.1", "1.0", "0.9", "2.1rc1"])
-    rc = script.check(tmp_path / "build", tmp_path / "cache")
-    report = json.loads((tmp_path / "build" / "engine-drift.json").read_text())
-    assert rc == 1 and report["packages"] == {"eng-x": "1.0"}
-    assert [(n["version"], n["reviewed"], n["changed"]) for n in report["newer"]] == [
-        ("1.1", True, []),
-        ("2.0", False, ["eng/a/cfg.py"]),
-    ]
-    assert report["unreviewed"] == ["eng-x==2.0"]
 
 
 def test_every_table_citation_validates() -> None:

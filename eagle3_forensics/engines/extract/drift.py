@@ -23,7 +23,7 @@ from eagle3_forensics.engines.extract.facts import Extraction
 from eagle3_forensics.engines.extract.records import TargetDiff, citations, compare_targets, targets_section
 from eagle3_forensics.engines.extract.run import ENGINES, extract
 from eagle3_forensics.engines.extract.wheel import WheelError, sources
-from eagle3_forensics.engines.record import RECORDS_DIR, Record, all_records, validate, write_record
+from eagle3_forensics.engines.record import RECORDS_DIR, Record, read_record, validate, write_record
 from eagle3_forensics.engines.rules import version_key
 
 
@@ -68,9 +68,19 @@ class Report:
         return out
 
 
+def pinned_records(engine: str, folder: Path = RECORDS_DIR) -> list[Record]:
+    """The pinned records of ``engine`` in ``folder``, oldest first, read now (a record just written counts)."""
+    recs = [
+        r
+        for r in (read_record(p) for p in sorted(Path(folder).glob("*.json")))
+        if r.engine == engine and r.pinned
+    ]
+    return sorted(recs, key=Record.sort_key)
+
+
 def baseline(engine: str, version: str, folder: Path = RECORDS_DIR) -> Record | None:
     """The record describing ``version``, else the newest record before it."""
-    recs = [r for r in all_records(folder).get(engine, ()) if r.pinned]
+    recs = pinned_records(engine, folder)
     key = version_key(version)
     covering = [r for r in recs if version_key(r.first) <= key <= version_key(r.last)]
     older = [r for r in recs if version_key(r.last) < key]
@@ -81,7 +91,7 @@ def _targets_of(engine: str, rec: Record | None, folder: Path) -> tuple[Record |
     """The record holding the targets section in effect at ``rec`` (it or the newest before it with one)."""
     if rec is None:
         return None, None
-    recs = [r for r in all_records(folder).get(engine, ()) if r.pinned and r.sort_key() <= rec.sort_key()]
+    recs = [r for r in pinned_records(engine, folder) if r.sort_key() <= rec.sort_key()]
     for r in reversed(recs):
         if r.section("targets") is not None:
             return r, r.section("targets")
@@ -208,9 +218,9 @@ def pypi_versions(package: str) -> list[str]:
 def newer_releases(cache: Path, offline: bool = False, folder: Path = RECORDS_DIR) -> list[Report]:
     """A report for every PyPI release newer than the newest record of each extractable engine."""
     out = []
-    for engine, recs in sorted(all_records(folder).items()):
-        pinned = [r for r in recs if r.pinned]
-        if not pinned or engine not in ENGINES:
+    for engine in sorted({ENGINES[p] for p in ENGINES}):
+        pinned = pinned_records(engine, folder)
+        if not pinned:
             continue
         newest = pinned[-1]
         for version in sorted(pypi_versions(newest.package), key=version_key):
