@@ -10,8 +10,8 @@ that appeared or disappeared next to them. It writes ``OUT/engine-drift.json`` a
 Exit 0: nothing cited changed; 1: a newer release changed cited files (read them, then write a new
 table); 2: PyPI or a wheel could not be reached.
 
-``pin`` rewrites eagle3_forensics/engines/wheel_sha256.py from wheels already downloaded (after a
-new table cites new files). It depends on PyPI, so it is not part of .ci/run.
+``pin`` rewrites the sha256 ``citations`` and ``listings`` of the release records
+(eagle3_forensics/engines/records/) from wheels already downloaded (after a record cites new files). It depends on PyPI, so it is not part of .ci/run.
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from eagle3_forensics.engines import drift, wheel_sha256
+from eagle3_forensics.engines import drift
 
 ROOT = Path(__file__).resolve().parents[1]
-PINNED = ROOT / "eagle3_forensics" / "engines" / "wheel_sha256.py"
 
 
 def _pip(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess[str]:
@@ -70,7 +69,7 @@ def check(out: Path, cache: Path) -> int:
         for version in versions:
             try:
                 files = drift.wheel_files(download(package, version, cache))
-                drifts.append(drift.compare(rows, files, version, wheel_sha256.LISTINGS))
+                drifts.append(drift.compare(rows, files, version, drift.recorded_listings()))
             except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
                 drifts.append(drift.Drift(package, read, version, error=str(exc)[:300]))
                 failed = True
@@ -90,9 +89,8 @@ def check(out: Path, cache: Path) -> int:
 
 
 def pin_command(wheels: list[Path]) -> int:
-    sha, listings, missing = drift.pin(drift.all_sources(), wheels)
-    PINNED.write_text(drift.render_pinned(sha, listings))
-    print(f"pinned {len(sha)} files from {len({k.split(' ')[0] for k in sha})} wheels into {PINNED}")
+    count, missing = drift.pin_records(wheels)
+    print(f"re-pinned {count} release records from {len(wheels)} wheel folders")
     for m in missing:
         print(f"  not pinned (wheel or file not found): {m}")
     return 0
@@ -103,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "build")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "engine-drift-wheels")
     sub = parser.add_subparsers(dest="command")
-    p = sub.add_parser("pin", help="rewrite engines/wheel_sha256.py from downloaded wheels")
+    p = sub.add_parser("pin", help="rewrite the records' sha256 citations from downloaded wheels")
     p.add_argument("--wheels", type=Path, nargs="+", required=True)
     args = parser.parse_args(argv)
     if args.command == "pin":

@@ -28,7 +28,7 @@ from eagle3_forensics.engines.rules import (
     default_ids,
 )
 from eagle3_forensics.engines.simulate import AuxReading, aux_capture
-from eagle3_forensics.engines.startup import BY_RELEASE, AuxEffect
+from eagle3_forensics.engines.startup import AuxEffect, startup_for
 from eagle3_forensics.engines.target_tables import read_target
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.config import AUX_FIELD, EAGLE, TOP
@@ -376,7 +376,7 @@ def check_aux_hidden_state(ctx: Context) -> Iterator[Finding]:
         )
         outcome = "the drafter sees one H-wide state instead of the features it was trained on."
         behaviour = rules.use_aux_hidden_state.value
-        startup = BY_RELEASE.get(rules.first) if rules.name == "vllm" else None
+        startup = startup_for(rules)
         runner = next((r for r in startup.runners if r.default), None) if startup else None
         if runner is not None and runner.aux_disabled is AuxEffect.CRASH:
             # e.g. vLLM 0.32's V2 runner captures for every eagle3 launch while the class builds no fc

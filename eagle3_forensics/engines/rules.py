@@ -1,10 +1,9 @@
 """The shape of an engine release table.
 
 Everything the tool knows about how one *release range* of an engine loads an EAGLE-3
-drafter is data in an :class:`EngineRules` instance. Each engine module holds an ordered tuple
-of them (oldest first); a newer table is the older one plus its differences
-(``dataclasses.replace``), so a reader sees what changed between releases. Every table names the
-package, the version range it covers and the files it was read from (``package==version path``).
+drafter is data in an :class:`EngineRules` instance, decoded from the ``loader`` section of the
+release's record (``engines/records/``, :mod:`.releases`). Every table names the package, the
+version range it covers and the files it was read from (``package==version path``).
 
 The simulator (:mod:`eagle3_forensics.engines.simulate`) and the checks interpret these tables;
 they hold no per-engine ``if``s. What differs between engines or releases is a field here.
@@ -768,21 +767,3 @@ RELEASE_FIELDS: tuple[str, ...] = (
 
 
 SUPPORTED_NORM_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
-
-# The names these enums had before the release tables (same members, same string values).
-FilledBy = Fill
-AuxLevel = Level
-D2TEncoding = D2tEncoding
-MissingDraftVocabSize = MissingDraftVocab
-
-# Back-compatible aliases of the enum members (callers written before the enums).
-FROM_CHECKPOINT = Fill.CHECKPOINT
-FROM_TARGET = Fill.TARGET
-TARGET_IF_ABSENT = Fill.TARGET_IF_ABSENT
-DEFAULT_IF_ABSENT = Fill.DEFAULT_IF_ABSENT
-DROP = UnknownKeys.DROP
-REJECT = UnknownKeys.REJECT
-WARN = UnknownKeys.WARN
-NAME_THEN_MODEL = Prefix.NAME_THEN_MODEL
-MODEL_EXCEPT_LM_HEAD = Prefix.MODEL_UNLESS_LM_HEAD
-AS_IS = Prefix.AS_IS

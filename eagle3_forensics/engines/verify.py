@@ -39,8 +39,10 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from eagle3_forensics.engines.citations import cite
+from eagle3_forensics.engines.catalog import runs
+from eagle3_forensics.engines.codec import decode
 from eagle3_forensics.engines.proof import Citation
+from eagle3_forensics.engines.releases import EngineMap
 from eagle3_forensics.engines.rules import version_key
 
 
@@ -143,217 +145,27 @@ def is_chain(tree: str) -> bool:
     )
 
 
-# -- vLLM -------------------------------------------------------------------------------------------
-
-_VL = "vllm"
-_FIX_SC = "in --speculative-config (or --speculative-config.{key} {value})"
-_REJECTION_0_32 = VerifyKnob(
-    setting="rejection_sample_method",
-    key="rejection_sample_method",
-    default="standard",
-    values=(
-        Value("standard", Effect.EXACT, "token-wise rejection sampling (greedy match at temperature 0)"),
-        Value(
-            "synthetic",
-            Effect.LOSSY,
-            "accepts draft position i with the preset probability synthetic_acceptance_rates[i] whatever the "
-            "drafter proposed (and keeps the draft token): the counters measure the preset, not the drafter; "
-            "applied in the greedy kernel too",
-        ),
-        Value(
-            "block",
-            Effect.DIFFERENT,
-            "block verification (Sun et al.): lossless, but the draft block is verified jointly, so its "
-            "acceptance is not a token-wise chain's",
-        ),
-    ),
-    fix='"rejection_sample_method": "standard" '
-    + _FIX_SC.format(key="rejection_sample_method", value="standard"),
-)
-_DRAFT_SAMPLE = VerifyKnob(
-    setting="draft_sample_method",
-    key="draft_sample_method",
-    default="greedy",
-    values=(
-        Value("greedy", Effect.EXACT, "the drafter proposes its argmax"),
-        Value(
-            "probabilistic",
-            Effect.DIFFERENT,
-            "sampled requests draft from the drafter's distribution and verify with its probabilities; greedy "
-            "requests still draft the argmax (llm_base_proposer._sample_draft_tokens: all_greedy)",
-            greedy=False,
-        ),
-    ),
-    fix='"draft_sample_method": "greedy" ' + _FIX_SC.format(key="draft_sample_method", value="greedy"),
-)
-_DRAFT_QUANT = VerifyKnob(
-    setting="draft_quantization",
-    key="quantization",
-    default=None,
-    values=(Value(None, Effect.EXACT, "the drafter runs unquantized (as the target: unquantized)"),),
-    other=Value(
-        None,
-        Effect.LOSSY,
-        "the drafter runs quantized (set, or inherited from a quantized target): its acceptance is the "
-        "quantized drafter's, not the checkpoint's",
-    ),
-    fix='drop "quantization" from --speculative-config (and serve an unquantized target) to measure the '
-    "checkpoint as trained",
-)
-_TREE = VerifyKnob(
-    setting="token_tree",
-    key="speculative_token_tree",
-    default=None,
-    values=(
-        Value(None, Effect.EXACT, "a chain of num_speculative_tokens drafts"),
-        Value("chain", Effect.EXACT, "the tree takes only child 0 at every node: a chain"),
-        Value(
-            "tree",
-            Effect.DIFFERENT,
-            "tree drafting: several candidates per step, so rates and per-position figures are not a chain's "
-            "(vllm#16035)",
-        ),
-    ),
-    fix='drop "speculative_token_tree" from --speculative-config to compare with a chain probe',
-    shape=True,
-)
-
-VLLM_0_32_0 = VerifyRules(
-    engine="vllm",
-    package=_VL,
-    first="0.32.0",
-    last="0.32.0",
-    knobs=(_REJECTION_0_32, _DRAFT_SAMPLE, _DRAFT_QUANT, _TREE),
-    live="/server_info?config_format=json: vllm_config.speculative_config (only with VLLM_SERVER_DEV_MODE=1)",
-    not_live="vLLM reports its speculative config only on /server_info, served with VLLM_SERVER_DEV_MODE=1; "
-    "/metrics has no speculative-config info gauge (only vllm:cache_config_info) and /v1/models none",
-    sources=(
-        f"{_VL}==0.32.0 vllm/config/speculative.py (RejectionSampleMethod, DraftSampleMethod, "
-        "rejection_sample_method, synthetic_acceptance_rates, draft_sample_method, quantization, "
-        "speculative_token_tree)",
-        f"{_VL}==0.32.0 vllm/v1/sample/rejection_sampler.py (synthetic_mode in the greedy kernel)",
-        f"{_VL}==0.32.0 vllm/v1/spec_decode/llm_base_proposer.py (_sample_draft_tokens: greedy requests)",
-        f"{_VL}==0.32.0 vllm/entrypoints/serve/dev/server_info/api_router.py (/server_info)",
-        f"{_VL}==0.32.0 vllm/v1/metrics/loggers.py (log_metrics_info: cache_config only)",
-        f"{_VL}==0.32.0 vllm/utils/cpu_triton_utils.py (assert not SYNTHETIC_MODE on CPU)",
-    ),
-)
-VLLM_0_33_0 = replace(
-    VLLM_0_32_0,
-    first="0.33.0",
-    last="0.34.0",
-    knobs=(
-        replace(
-            _REJECTION_0_32,
-            values=(
-                *_REJECTION_0_32.values,
-                Value(
-                    "fly",
-                    Effect.LOSSY,
-                    "FLy: an entropy-gated deferred window accepts drafts the target would reject (vLLM logs "
-                    "'FLy verification is a lossy speculative decoding method')",
-                ),
-            ),
-        ),
-        _DRAFT_SAMPLE,
-        _DRAFT_QUANT,
-        VerifyKnob(
-            setting="draft_lm_head_quantization",
-            key="draft_lm_head_quantization",
-            default=None,
-            values=(Value(None, Effect.EXACT, "the drafter's lm_head runs in the model dtype"),),
-            other=Value(
-                None,
-                Effect.LOSSY,
-                "the drafter's copy of the lm_head is quantized: the target verifies with its own head, so "
-                "the output is exact but the acceptance is the quantized head's, not the drafter's",
-            ),
-            fix='drop "draft_lm_head_quantization" from --speculative-config',
-        ),
-        _TREE,
-    ),
-    sources=(
-        f"{_VL}==0.33.0 vllm/config/speculative.py (RejectionSampleMethod adds fly; draft_lm_head_quantization)",
-        f"{_VL}==0.34.0 vllm/config/speculative.py (the same fields; the FLy warning)",
-        f"{_VL}==0.34.0 vllm/v1/worker/gpu/spec_decode/rejection_sampler.py (synthetic, block, fly)",
-        f"{_VL}==0.34.0 vllm/v1/worker/gpu/spec_decode/eagle/config.py (draft_lm_head_quantization for EAGLE)",
-        f"{_VL}==0.34.0 vllm/entrypoints/serve/dev/server_info/api_router.py (/server_info)",
-        f"{_VL}==0.34.0 vllm/v1/metrics/loggers.py (log_metrics_info: cache_config only)",
-    ),
-)
-VLLM_0_32_0 = replace(VLLM_0_32_0, citations=cite(VLLM_0_32_0.sources))
-VLLM_0_33_0 = replace(VLLM_0_33_0, citations=cite(VLLM_0_33_0.sources))
-
-# -- SGLang -----------------------------------------------------------------------------------------
-
-_SG = "sglang"
-_SG_GREEDY = (
-    "greedy requests take the greedy verify path (eagle_utils: is_all_greedy), so only sampled traffic is "
-    "affected"
-)
+# -- the tables, from the release records ------------------------------------------------------------
 
 
-def _threshold(setting: str, key: str, what: str) -> VerifyKnob:
-    return VerifyKnob(
-        setting=setting,
-        key=key,
-        default="1.0",
-        values=(Value("1.0", Effect.EXACT, "no relaxed acceptance"),),
-        other=Value(None, Effect.LOSSY, f"{what}; {_SG_GREEDY}", greedy=False),
-        fix=f"--{key.replace('_', '-')} 1.0",
-        numeric=True,
+def _tables(engine: str) -> tuple[VerifyRules, ...]:
+    """``engine``'s verification tables from the ``verify`` sections of its records, oldest first."""
+    return tuple(
+        decode(
+            VerifyRules,
+            run.fields(),
+            f"{engine} {run.first} verify",
+            engine=engine,
+            first=run.first,
+            last=run.last,
+            citations=run.citations(),
+        )
+        for run in runs(engine, "verify")
     )
 
 
-SGLANG_0_5_23 = VerifyRules(
-    engine="sglang",
-    package=_SG,
-    first="0.5.23",
-    last="0.5.23",
-    knobs=(
-        _threshold(
-            "accept_threshold_single",
-            "speculative_accept_threshold_single",
-            "accepts a draft whose target probability exceeds the threshold",
-        ),
-        _threshold(
-            "accept_threshold_acc",
-            "speculative_accept_threshold_acc",
-            "raises a draft's acceptance probability from p to min(1, p / threshold)",
-        ),
-        VerifyKnob(
-            setting="block_verification",
-            key="speculative_use_block_verification",
-            default="false",
-            values=(
-                Value("false", Effect.EXACT, "token-wise verification"),
-                Value(
-                    "true",
-                    Effect.DIFFERENT,
-                    f"block verification: lossless, but not a token-wise chain's acceptance; {_SG_GREEDY}",
-                    greedy=False,
-                ),
-            ),
-            fix="drop --speculative-use-block-verification",
-        ),
-    ),
-    live="/get_server_info (or /server_info): server_args.<key>",
-    not_live="the server answers neither /get_server_info nor /server_info; SGLANG_SIMULATE_ACC_LEN (a simulated "
-    "acceptance set in the environment) is never reported",
-    sources=(
-        f"{_SG}==0.5.23 sglang/srt/arg_groups/fields/spec.py (speculative_accept_threshold_single, "
-        "speculative_accept_threshold_acc, speculative_use_block_verification)",
-        f"{_SG}==0.5.23 sglang/srt/speculative/eagle_utils.py (greedy verify when is_all_greedy; thresholds "
-        "passed to the sampling kernels)",
-        f"{_SG}==0.5.23 sglang/srt/speculative/spec_sampling_mask.py (SGLANG_SIMULATE_ACC_LEN)",
-    ),
-)
-SGLANG_0_5_23 = replace(SGLANG_0_5_23, citations=cite(SGLANG_0_5_23.sources))
-
-VERIFY_RELEASES: dict[str, tuple[VerifyRules, ...]] = {
-    "vllm": (VLLM_0_32_0, VLLM_0_33_0),
-    "sglang": (SGLANG_0_5_23,),
-}
+# engine -> its verification tables (engines whose releases were not read for it have none)
+VERIFY_RELEASES: EngineMap[tuple[VerifyRules, ...]] = EngineMap(_tables)
 
 # What an in-process probe runs: exact greedy verification of a chain, the checkpoint as stored.
 IN_PROCESS: dict[str, str | None] = {

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,14 @@ def test_codec_round_trips_a_table() -> None:
     assert encode(table, base=table) == {}
     again = decode(EngineRules, encode(table))
     assert again == table
+
+
+def test_no_record_is_read_when_the_cli_is_imported() -> None:
+    """The CLI starts fast: importing it and the engine modules reads no record file."""
+    code = (
+        "import eagle3_forensics.cli.main, eagle3_forensics.engines, eagle3_forensics.checks.diagnose\n"
+        "from eagle3_forensics.engines.record import all_records\n"
+        "print(all_records.cache_info().currsize)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "0"
