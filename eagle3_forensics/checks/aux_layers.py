@@ -3,8 +3,8 @@
 All ids are compared in the Hugging Face ``hidden_states`` index convention (the input of
 decoder layer ``i``). How an engine release turns the ids it reads into captured layers depends
 on the *target's* class (``AuxRule`` per architecture in each release table): SGLang adds 1 for
-Llama-like targets, adds 1 only when the first id is 1 for DeepSeek-V3 / Kimi-K2.5 (0.5.13+),
-keeps a boundary id N for gpt-oss (0.5.17+); vLLM and speculators use the ids as given;
+Llama-like targets, adds 1 only when the first id is 1 for DeepSeek-V3 / Kimi-K2.5 (newer releases),
+keeps a boundary id N for gpt-oss (newer still); vLLM and speculators use the ids as given;
 TensorRT-LLM takes them from its launch option. Which ids a class can capture at all (``[0, N]``
 or ``[0, N-1]``, and from which lowest id) comes from the release's target table
 (:mod:`eagle3_forensics.engines.target_tables`). Without ``--target`` the rule of the engine's

@@ -22,7 +22,7 @@ DEFAULT_ENGINES: tuple[str, ...] = ENGINE_NAMES
 
 
 def described(name: str) -> str:
-    """What is described for one engine, e.g. ``sglang 0.5.10.post1–0.5.23 (6 tables)``."""
+    """What is described for one engine, e.g. ``sglang 1.0.0, 1.1.0–1.2.0``."""
     releases = ENGINE_RELEASES[name]
     if not releases[0].pinned:
         return f"{name} ({releases[-1].package}@{releases[-1].last}, no release described)"
@@ -36,7 +36,7 @@ def known_engines() -> str:
 
 
 def split_spec(spec: str) -> tuple[str, str | None]:
-    """``"sglang==0.5.14"`` -> ``("sglang", "0.5.14")``; ``"vllm"`` -> ``("vllm", None)``."""
+    """``"sglang==1.2.0"`` -> ``("sglang", "1.2.0")``; ``"vllm"`` -> ``("vllm", None)``."""
     text = spec.strip()
     if "==" in text:
         name, _, version = text.partition("==")

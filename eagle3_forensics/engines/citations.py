@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from eagle3_forensics.engines.proof import Citation
 
-# "vllm==0.34.0 vllm/config/speculative.py:1686-1697 (parallel_drafting)" -> package, version, path
+# "vllm==1.2.0 vllm/config/speculative.py:1686-1697 (parallel_drafting)" -> package, version, path
 _SOURCE = re.compile(r"^(?P<package>[A-Za-z0-9_.-]+)==(?P<version>[^\s]+) (?P<path>[^\s:(),]+)")
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 

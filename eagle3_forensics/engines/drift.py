@@ -221,7 +221,7 @@ def newer(versions: Iterable[str], than: str) -> list[str]:
 
 
 def parse_pip_index(text: str) -> list[str]:
-    """The versions ``pip index versions NAME`` prints (``Available versions: 0.34.0, 0.33.0, ...``)."""
+    """The versions ``pip index versions NAME`` prints (``Available versions: 1.2.0, 1.1.0, ...``)."""
     for line in text.splitlines():
         if line.strip().startswith("Available versions:"):
             return [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]

