@@ -46,25 +46,27 @@ class Run:
         return {k: v for k, v in self.body.items() if k not in META and k not in drop}
 
 
-def runs(engine: str, section: str) -> tuple[Run, ...]:
-    """The section of ``engine``'s records, consecutive equal bodies merged, oldest first."""
+def runs(engine: str, section: str, also: tuple[str, ...] = ()) -> tuple[Run, ...]:
+    """The section of ``engine``'s records, consecutive equal bodies merged, oldest first.
+
+    ``also``: sections read together with this one (launch and startup): records merge only when
+    those are equal too.
+    """
     out: list[Run] = []
     group: list[Record] = []
+
+    def key(rec: Record) -> tuple[Any, ...]:
+        return tuple(rec.section(s) for s in (section, *also))
+
     for rec in (*records(engine), None):
-        body = rec.section(section) if rec is not None else None
-        if group and (rec is None or body != group[0].section(section)):
-            first_body = group[0].section(section)
+        if group and (rec is None or key(rec) != key(group[0])):
+            body = group[0].section(section)
             out.append(
-                Run(
-                    first_body,
-                    first_body.get("first", group[0].first),
-                    first_body.get("last", group[-1].last),
-                    tuple(group),
-                )
+                Run(body, body.get("first", group[0].first), body.get("last", group[-1].last), tuple(group))
             )
             group = []
-        if body is not None:
-            group.append(rec)  # type: ignore[arg-type]
+        if rec is not None and rec.section(section) is not None:
+            group.append(rec)
     return tuple(out)
 
 

@@ -40,7 +40,7 @@ class RecordError(ValueError):
 
 
 def citation_key(c: Citation) -> str:
-    """The key of a citation in a record's ``citations`` (``vllm==0.34.0 vllm/config/speculative.py``)."""
+    """The key of a citation in a record's ``citations`` (``vllm==1.2.0 vllm/config/speculative.py``)."""
     return f"{c.package}=={c.version} {c.path}"
 
 

@@ -39,13 +39,22 @@ class EngineMap(Mapping[str, V]):
     def __getitem__(self, name: str) -> V:
         if name not in self._names:
             raise KeyError(name)
-        return self._build(name)
+        value = self._build(name)
+        if isinstance(value, tuple) and not value:
+            raise KeyError(name)  # an engine whose records have no such section
+        return value
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
+        return (n for n in self._names if n in self)
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str) or name not in self._names:
+            return False
+        value = self._build(name)
+        return not (isinstance(value, tuple) and not value)
 
     def __len__(self) -> int:
-        return len(self._names)
+        return sum(1 for _ in self)
 
     def __repr__(self) -> str:
         return f"EngineMap({', '.join(self._names)})"
@@ -106,11 +115,8 @@ def build(engine: str, run: Run) -> EngineRules:
 
 
 def engine_releases(engine: str) -> tuple[EngineRules, ...]:
-    """``engine``'s loader tables, oldest first (``KeyError`` for an engine without records)."""
-    tables = tuple(build(engine, run) for run in runs(engine, "loader"))
-    if not tables:
-        raise KeyError(engine)
-    return tables
+    """``engine``'s loader tables, oldest first (empty for an engine without records)."""
+    return tuple(build(engine, run) for run in runs(engine, "loader"))
 
 
 ENGINE_RELEASES: EngineMap[tuple[EngineRules, ...]] = EngineMap(engine_releases)

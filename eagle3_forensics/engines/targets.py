@@ -13,14 +13,14 @@ config) and, for each, how its ``forward`` captures aux states:
 Every engine captures in layer order and once per layer, so the drafter's ``fc`` sees
 ``sorted(set(ids))`` whatever order the config lists (``sorts_ids``). The id conversion and default
 ids stay in the release tables (:class:`~eagle3_forensics.engines.rules.AuxRule`); this module only
-sharpens their capture range per class. The rows are data in ``targets_vllm`` / ``targets_sglang``
-(read from the wheels as those modules' docstrings say), validated here at import;
-:mod:`.target_tables` picks the table of a release.
+sharpens their capture range per class. The rows are the ``targets`` section of each release record
+(``engines/records/``), validated here when a record is read; :mod:`.target_tables` picks the table
+of a release.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from eagle3_forensics.engines.proof import Citation, Proof
@@ -117,30 +117,3 @@ class TargetTable:
         if row.capture is Capture.NEVER:
             return self.never
         return f"captures ids in {row.capture.range_text()}"
-
-
-def amend(
-    table: TargetTable,
-    version: str,
-    citations: tuple[Citation, ...],
-    *rows: TargetRow,
-    removed: tuple[str, ...] = (),
-) -> TargetTable:
-    """``table`` for a later release: ``rows`` replace the architectures they name; ``removed`` go."""
-    named = {a for r in rows for a in r.architectures} | set(removed)
-    kept = []
-    for row in table.rows:
-        rest = tuple(a for a in row.architectures if a not in named)
-        if rest:  # read again in the later wheel: a run of the older release proves nothing here
-            kept.append(replace(row, architectures=rest, proof=Proof.READ))
-    return replace(table, version=version, citations=citations, rows=(*kept, *rows))
-
-
-def mark_ran(table: TargetTable, *decoders: str) -> TargetTable:
-    """``table`` with the rows of ``decoders`` marked :attr:`Proof.RAN` (the loader tier runs them)."""
-    rows = {r.where for r in table.rows if r.capture.captures}
-    missing = set(decoders) - rows
-    if missing:
-        raise ValueError(f"{table.release}: no capturing row for {sorted(missing)}")
-    marked = tuple(replace(r, proof=Proof.RAN) if r.where in decoders else r for r in table.rows)
-    return replace(table, rows=marked)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,3 +79,30 @@ def test_codec_round_trips_a_table() -> None:
     assert encode(table, base=table) == {}
     again = decode(EngineRules, encode(table))
     assert again == table
+
+
+def test_no_record_is_read_when_the_cli_is_imported() -> None:
+    """The CLI starts fast: importing it and the engine modules reads no record file."""
+    code = (
+        "import eagle3_forensics.cli.main, eagle3_forensics.engines, eagle3_forensics.checks.diagnose\n"
+        "from eagle3_forensics.engines.record import all_records\n"
+        "print(all_records.cache_info().currsize)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "0"
+
+
+def test_no_engine_module_names_a_release_its_record_describes() -> None:
+    """A release is described in one place: its record. No module of engines/ or checks/ names its
+    version, and no package module names the newest vLLM release's."""
+    package = Path(__file__).resolve().parents[2] / "eagle3_forensics"
+    versions = {v for recs in all_records().values() for r in recs if r.pinned for v in (r.first, r.last)}
+    newest_vllm = engine_releases("vllm")[-1].last
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        scoped = path.parent.name in ("engines", "checks") or "engines" in path.parts
+        for v in versions if scoped else {newest_vllm}:
+            if re.search(rf"(?<![\w.]){re.escape(v)}(?![\w]|\.\d)", text):
+                found.append(f"{path.relative_to(package)}: {v}")
+    assert found == []

@@ -2,6 +2,7 @@
 
     extract ENGINE VERSION [--cache DIR] [--out DIR] [--offline] [--write]
     drift [--cache DIR] [--out DIR]
+    pin --wheels DIR [DIR ...]
 
 ``extract`` downloads ``ENGINE==VERSION`` without dependencies (cached), derives the target
 surface and the launch facts by static analysis, and compares them with the stored record that
@@ -10,7 +11,8 @@ difference, the entries it could not decide (each needs a hand entry marked ``re
 ``OUT/<package>-<version>.json`` (the extraction) and ``OUT/<package>-<version>.record.json``
 (the record with the re-derived ``targets`` section and citations). ``--write`` puts that record
 into ``engines/records/`` (a new file for a new release). ``drift`` does the same for every
-release on PyPI newer than each engine's newest record.
+release on PyPI newer than each engine's newest record. ``pin`` re-pins the sha256 of every record
+citation from wheels already downloaded (after a hand entry cites a new file).
 
 Exit codes: 0 nothing to review; 1 differences or hand entries to review; 2 bad arguments, PyPI
 or a wheel unreachable.
@@ -23,6 +25,7 @@ import json
 import sys
 from pathlib import Path
 
+from eagle3_forensics.engines.drift import pin_records
 from eagle3_forensics.engines.extract import drift
 from eagle3_forensics.engines.extract.wheel import DEFAULT_CACHE, WheelError
 from eagle3_forensics.engines.record import RECORDS_DIR, RecordError
@@ -38,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     one.add_argument("version")
     one.add_argument("--write", action="store_true", help="write the re-derived record into engines/records/")
     many = sub.add_parser("drift", help="extract every PyPI release newer than the newest record")
+    pin = sub.add_parser("pin", help="re-pin the records' sha256 citations from downloaded wheels")
+    pin.add_argument("--wheels", type=Path, nargs="+", required=True)
     for p in (one, many):
         p.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="wheel cache (default %(default)s)")
         p.add_argument("--out", type=Path, default=Path("build") / "engine-extract")
@@ -50,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "pin":
+        count, missing = pin_records(args.wheels)
+        print(f"re-pinned {count} release records from {len(args.wheels)} wheel folders")
+        print("\n".join(f"  not pinned (wheel or file not found): {m}" for m in missing))
+        return 0
     try:
         if args.command == "extract":
             report = drift.extract_release(args.package, args.version, args.cache, args.offline, args.records)

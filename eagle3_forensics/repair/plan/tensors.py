@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from eagle3_forensics.engines import ENGINES
-from eagle3_forensics.engines.rules import FROM_TARGET, TARGET_IF_ABSENT, EngineRules
+from eagle3_forensics.engines.rules import EngineRules, Fill
 from eagle3_forensics.engines.simulate import (
     conditions,
     expected_params,
@@ -167,7 +167,7 @@ class _TensorPlanner(_PlannerBase):
         return (
             info.shape[1] != hidden
             and param is not None
-            and params.get(param) in (FROM_TARGET, TARGET_IF_ABSENT)
+            and params.get(param) in (Fill.TARGET, Fill.TARGET_IF_ABSENT)
         )
 
     def _strip(self, key: str, param: str | None) -> bool:
