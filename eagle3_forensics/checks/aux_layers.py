@@ -217,7 +217,7 @@ def _below_first(
         Severity.ERROR,
         f"{rules.display} ({rules.release}){where} captures HF layers {reading.captured} from "
         f"{_field(reading.level)} = {reading.ids}, but {row.where} ({reading.architecture}) captures no id below "
-        f"{row.first_id}: {table.below_first}.",
+        f"{row.first_id}: {table.below_first_text(row)}.",
         engine=rules.name,
         evidence={
             "field": _field(reading.level),

@@ -83,7 +83,7 @@ class TargetReading:
 
 def read_target(rules: EngineRules, architecture: str | None) -> TargetReading:
     table = table_for(rules)
-    row = table.row(architecture) if table is not None else None
+    row = table.row(architecture, rules.requested or rules.last) if table is not None else None
     return TargetReading(table, row, architecture)
 
 
