@@ -85,7 +85,7 @@ class DeepModel(nn.Module):
             if idx in self.aux_hidden_state_layers:
                 aux.append(x + residual)
             x, residual = layer(x, residual)
-        if self.end_layer in self.aux_hidden_state_layers:
+        if get_pp_group().is_last_rank and self.end_layer in self.aux_hidden_state_layers:
             aux.append(x + residual)
         return x, aux
 

@@ -105,8 +105,8 @@ def _site_expr(node: ast.AST, attr: str = _AUX_ATTR) -> tuple[ast.expr, ast.AST]
     if mixin and isinstance(node, ast.Call) and len(node.args) >= 2:
         return node.args[1], node
     test = node.test if isinstance(node, ast.If | ast.IfExp) else None
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        test = test.values[0]
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):  # `cond and i in self.<attr>` too
+        test = next((t for t in test.values if isinstance(t, ast.Compare) and attr in ast.unparse(t)), None)
     if isinstance(test, ast.Compare) and (
         len(test.ops) == 1 and isinstance(test.ops[0], ast.In) and attr in ast.unparse(test.comparators[0])
     ):
