@@ -184,6 +184,10 @@ def extract_release(
         section = targets_section(ex, stored)
         record["targets"] = section
         record["citations"] = {**record["citations"], **citations(ex)}
+    fields = ex.facts.get("speculative_config.fields")
+    startup = record.get("startup")
+    if isinstance(startup, dict) and "config_keys" in startup and fields is not None and fields.decided:
+        startup["config_keys"] = sorted(fields.value)  # mechanical: SpeculativeConfig's fields
     report.record = record
     return report
 
