@@ -18,6 +18,7 @@ Summary numbers go to build/engine-extract/wheels.json.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -154,3 +155,33 @@ def test_the_surface_the_issue_names() -> None:
     assert "tensor_parallel_size" in facts["refuses.tensor_parallel_size"] and facts[
         "rejection_sample_methods.lossy"
     ] == ["fly"]
+
+
+def _cited_releases() -> list[tuple[str, str]]:
+    keys = {
+        key.split(" ", 1)[0]
+        for recs in all_records().values()
+        for r in recs
+        if r.pinned
+        for key in r.citations
+    }
+    return sorted((k.split("==")[0], k.split("==")[1]) for k in keys if "==" in k)
+
+
+@pytest.mark.parametrize(("package", "version"), _cited_releases(), ids=lambda x: str(x))
+def test_every_cited_file_has_its_recorded_sha256(package: str, version: str) -> None:
+    """What `make engine-drift` compares against: each record citation is the released file."""
+    try:
+        root = sources(package, version, CACHE, offline=True)
+    except WheelError as exc:
+        pytest.skip(f"{exc}: run `make engine-extract ENGINE={package} VERSION={version} WHEELS={CACHE}`")
+    wrong = []
+    for recs in all_records().values():
+        for rec in recs:
+            for key, sha in rec.citations.items():
+                if key.startswith(f"{package}=={version} "):
+                    path = root / key.split(" ", 1)[1]
+                    got = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
+                    if got != sha:
+                        wrong.append(f"{rec.label}: {key} {got[:12]} != {sha[:12]}")
+    assert not wrong, "\n".join(wrong)
