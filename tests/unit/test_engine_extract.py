@@ -493,6 +493,7 @@ def _record(targets: dict[str, object], citations: dict[str, str]) -> dict[str, 
         "first": "1.0",
         "last": "1.0",
         "targets": targets,
+        "startup": {"config_keys": ["num_speculative_tokens"]},  # as 1.0 had it, by hand
         "citations": citations,
     }
 
@@ -548,6 +549,11 @@ def test_the_loop_from_one_release_to_the_next(tmp_path: Path, capsys: pytest.Ca
     assert path.name == "vllm-1.1.json" and read_record(path).first == "1.1"
     rows = {a: r for r in read_record(path).section("targets")["rows"] for a in r["architectures"]}
     assert rows["LlamaForCausalLM"]["first_id"] == 1 and rows["MissingForCausalLM"]["proof"] == "read"
+    assert read_record(path).section("startup")["config_keys"] == [
+        "method",
+        "rejection_sample_method",
+        "tensor_parallel_size",
+    ]
     again = drift.extract_release("vllm", "1.1", cache, offline=True, folder=records)
     assert again.targets.clean and again.baseline is not None and again.baseline.first == "1.1"
 
