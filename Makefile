@@ -142,8 +142,16 @@ loaders-env: $(SGLANG_STAMP) $(SGLANG_OLDEST_STAMP) $(SPECULATORS_STAMP) $(VLLM_
 test-loaders: setup loaders-env  ## run each engine's real loader over >=200 drafters and compare with the simulation -> build/loader-oracle.json
 	timeout 1800 $(VENV)/bin/pytest -q -m loaders -p no:cacheprovider tests/loaders
 
-engine-drift: setup  ## PyPI releases newer than each engine's newest table: cited files changed? -> build/engine-drift.json (needs PyPI; not in .ci/run)
-	$(PY) scripts/engine_drift.py --out build
+# --- the maintainer's extractor (docs/engines.md "From a new release to a new record"; needs PyPI unless cached) ---
+WHEELS ?= $(HOME)/.cache/eagle3-forensics/wheels
+EXTRACT := $(PY) -m eagle3_forensics.engines.extract
+
+engine-extract: setup  ## ENGINE=vllm VERSION=0.35.0 [WRITE=1]: derive a release's targets and launch facts from its wheel, diff against its record -> build/engine-extract/
+	@test -n "$(ENGINE)" -a -n "$(VERSION)" || { echo "usage: make engine-extract ENGINE=vllm VERSION=0.35.0 [WRITE=1]"; exit 2; }
+	$(EXTRACT) extract $(ENGINE) $(VERSION) --cache $(WHEELS) --out build/engine-extract $(if $(WRITE),--write)
+
+engine-drift: setup  ## extract every PyPI release newer than each engine's newest record and print the record diff -> build/engine-extract/ (needs PyPI; not in .ci/run)
+	$(EXTRACT) drift --cache $(WHEELS) --out build/engine-extract
 
 test-cluster: setup  ## docs/cluster.md's Slurm scripts, verbatim, on a one-node Slurm on 127.0.0.1 (Debian's slurm-wlm + munge: apt-get once, as root)
 	@if command -v slurmctld >/dev/null && command -v munged >/dev/null; then \
@@ -168,4 +176,4 @@ bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf reports build .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup data notebooks report test test-all test-packaging test-cluster lint lab browser bench clean engine-env test-engine docs engine-drift
+.PHONY: help setup data notebooks report test test-all test-packaging test-cluster lint lab browser bench clean engine-env test-engine docs engine-drift engine-extract

@@ -3,8 +3,8 @@
 All ids are compared in the Hugging Face ``hidden_states`` index convention (the input of
 decoder layer ``i``). How an engine release turns the ids it reads into captured layers depends
 on the *target's* class (``AuxRule`` per architecture in each release table): SGLang adds 1 for
-Llama-like targets, adds 1 only when the first id is 1 for DeepSeek-V3 / Kimi-K2.5 (0.5.13+),
-keeps a boundary id N for gpt-oss (0.5.17+); vLLM and speculators use the ids as given;
+Llama-like targets, adds 1 only when the first id is 1 for DeepSeek-V3 / Kimi-K2.5 (newer releases),
+keeps a boundary id N for gpt-oss (newer still); vLLM and speculators use the ids as given;
 TensorRT-LLM takes them from its launch option. Which ids a class can capture at all (``[0, N]``
 or ``[0, N-1]``, and from which lowest id) comes from the release's target table
 (:mod:`eagle3_forensics.engines.target_tables`). Without ``--target`` the rule of the engine's
@@ -29,7 +29,7 @@ from eagle3_forensics.engines.rules import (
     EngineRules,
     default_ids,
 )
-from eagle3_forensics.engines.startup import BY_RELEASE, AuxEffect
+from eagle3_forensics.engines.startup import AuxEffect, startup_for
 from eagle3_forensics.engines.target_tables import read_target
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.config import AUX_FIELD, EAGLE, TOP
@@ -241,7 +241,7 @@ def _below_first(
         Severity.ERROR,
         f"{rules.display} ({rules.release}){where} captures HF layers {reading.captured} from "
         f"{_field(reading.level)} = {reading.ids}, but {row.where} ({reading.architecture}) captures no id below "
-        f"{row.first_id}: {table.below_first}.",
+        f"{row.first_id}: {table.below_first_text(row)}.",
         engine=rules.name,
         evidence={
             "field": _field(reading.level),
@@ -404,7 +404,7 @@ def check_aux_hidden_state(ctx: Context) -> Iterator[Finding]:
         )
         outcome = "the drafter sees one H-wide state instead of the features it was trained on."
         behaviour = rules.use_aux_hidden_state.value
-        startup = BY_RELEASE.get(rules.first) if rules.name == "vllm" else None
+        startup = startup_for(rules)
         runner = next((r for r in startup.runners if r.default), None) if startup else None
         if runner is not None and runner.aux_disabled is AuxEffect.CRASH:
             # e.g. vLLM 0.32's V2 runner captures for every eagle3 launch while the class builds no fc

@@ -239,7 +239,7 @@ def diagnose(
 ) -> Diagnosis:
     """Run every static check. Unusable input gives a report with one CHECKPOINT_UNREADABLE finding.
 
-    ``engines`` is ``"all"`` or engine specs (``sglang``, ``sglang==0.5.11``, ``vllm``, ``eagle``,
+    ``engines`` is ``"all"`` or engine specs (``sglang``, ``sglang==1.2.0``, ``vllm``, ``eagle``,
     ``speculators``, ``tensorrt_llm``); an unknown engine or release raises :class:`BadArgumentsError`.
     ``launch`` is a serving command line (``diagnose --launch``): its program picks the engine when
     ``engines`` is ``"all"``, it is read by the release that engine is judged by, and the launch

@@ -1,7 +1,7 @@
 """``diagnose --launch``: a sliding-window drafter served without the window its release needs.
 
-Where the judged release takes the draft window from a launch option only (SGLang 0.5.23:
-``--speculative-draft-window-size``) or from nowhere (SGLang 0.5.11), a drafter whose config trains
+Where the judged release takes the draft window from a launch option only (newer SGLang:
+``--speculative-draft-window-size``) or from nowhere (older SGLang), a drafter whose config trains
 layers with a sliding window runs full attention unless the command sets the window
 (``LAUNCH_DRAFT_WINDOW_MISSING``). vLLM reads the window from the drafter config: no finding.
 """

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from eagle3_forensics.checks.context import Context
 from eagle3_forensics.engines.target_tables import TargetReading, capturing_releases, read_target
-from eagle3_forensics.engines.targets import Capture, TargetTable
+from eagle3_forensics.engines.targets import Failure, TargetTable
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.config import AUX_FIELD, EAGLE, TOP
 
@@ -39,11 +39,17 @@ def check_target_capture(ctx: Context) -> Iterator[Finding]:
             continue
         yield _no_capture(ctx, rules.name, f"{rules.display} ({rules.release}", reading)
     if unknown:
+        why = " ".join(
+            f"{t.release}: {t.unlisted_why}."
+            for r in ctx.releases
+            if (t := read_target(r, arch).table) and t.unlisted_why
+        )
         yield Finding(
             "TARGET_CLASS_UNKNOWN",
             Severity.INFO,
             f"Target class {arch!r} is not registered in {', '.join(unknown)} as read: whether it captures aux "
-            "states is not known here; its capture range is taken as each release's general rule.",
+            "states is not known here; its capture range is taken as each release's general rule."
+            + (f" {why}" if why else ""),
             evidence={"target_architecture": arch, "releases": unknown, "source": _source(ctx)},
         )
 
@@ -55,7 +61,7 @@ def _source(ctx: Context) -> str:
 def _no_capture(ctx: Context, engine: str, display: str, reading: TargetReading) -> Finding:
     table, row = reading.table, reading.row
     assert table is not None and row is not None
-    silent = row.capture is Capture.NEVER
+    failure = table.failure(row)
     others = [r for r in capturing_releases(str(reading.architecture)) if not r.startswith(f"{engine} ")]
     same = [r for r in capturing_releases(str(reading.architecture)) if r.startswith(f"{engine} ")]
     where = "; ".join(x for x in (", ".join(same), ", ".join(others)) if x)
@@ -71,11 +77,12 @@ def _no_capture(ctx: Context, engine: str, display: str, reading: TargetReading)
         f"{display}; target classes as read in {table.release}) cannot feed an EAGLE-3 drafter from target "
         f"class {reading.architecture!r} "
         f"({row.where}): {table.outcome(row)}"
-        + (" — no error is raised and acceptance stays near 1.0." if silent else "."),
+        + (f" — {failure.describe()}." if failure is Failure.SILENT else "."),
         engine=engine,
         evidence={
             "target_architecture": reading.architecture,
             "capture": row.capture.value,
+            "failure": failure.value if failure is not None else None,
             "class": row.where,
             "proof": row.proof.value,
             "table": table.release,

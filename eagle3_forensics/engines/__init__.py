@@ -1,7 +1,8 @@
 """Engine knowledge by release: the rule tables and the load simulator that interprets them.
 
-``ENGINE_RELEASES[name]`` is the ordered tuple of release tables of one engine (oldest first);
-``ENGINES[name]`` is the newest described release. An engine spec on the command line is ``NAME``
+``ENGINE_RELEASES[name]`` is the ordered tuple of release tables of one engine (oldest first), read
+from the release records (``engines/records/``) on first use; ``ENGINES[name]`` is the newest
+described release. An engine spec on the command line is ``NAME``
 (the newest release) or ``NAME==VERSION`` (the table whose range holds VERSION);
 :func:`resolve_release` turns one into its table and :func:`resolve_engines` a list of them.
 """
@@ -10,26 +11,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from eagle3_forensics.engines import eagle, sglang, speculators, tensorrt_llm, vllm
+from eagle3_forensics.engines.releases import ENGINE_NAMES, ENGINE_RELEASES, EngineMap
 from eagle3_forensics.engines.rules import EngineRules, version_key
 from eagle3_forensics.errors import BadArgumentsError
 
-ENGINE_RELEASES: dict[str, tuple[EngineRules, ...]] = {
-    "sglang": sglang.RELEASES,
-    "vllm": vllm.RELEASES,
-    "eagle": eagle.RELEASES,
-    "speculators": speculators.RELEASES,
-    "tensorrt_llm": tensorrt_llm.RELEASES,
-}
 # The newest described release of each engine (what a bare engine name means).
-ENGINES: dict[str, EngineRules] = {name: releases[-1] for name, releases in ENGINE_RELEASES.items()}
-ENGINE_NAMES: tuple[str, ...] = tuple(ENGINES)
+ENGINES: EngineMap[EngineRules] = EngineMap(lambda name: ENGINE_RELEASES[name][-1])
 # The engines `diagnose --engine all` judges: every engine that loads drafters from a config.
 DEFAULT_ENGINES: tuple[str, ...] = ENGINE_NAMES
 
 
 def described(name: str) -> str:
-    """What is described for one engine, e.g. ``sglang 0.5.10.post1–0.5.23 (6 tables)``."""
+    """What is described for one engine, e.g. ``sglang 1.0.0, 1.1.0–1.2.0``."""
     releases = ENGINE_RELEASES[name]
     if not releases[0].pinned:
         return f"{name} ({releases[-1].package}@{releases[-1].last}, no release described)"
@@ -43,7 +36,7 @@ def known_engines() -> str:
 
 
 def split_spec(spec: str) -> tuple[str, str | None]:
-    """``"sglang==0.5.14"`` -> ``("sglang", "0.5.14")``; ``"vllm"`` -> ``("vllm", None)``."""
+    """``"sglang==1.2.0"`` -> ``("sglang", "1.2.0")``; ``"vllm"`` -> ``("vllm", None)``."""
     text = spec.strip()
     if "==" in text:
         name, _, version = text.partition("==")

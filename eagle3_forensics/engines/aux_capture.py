@@ -28,11 +28,10 @@ def _valid_ids(value: Any) -> bool:
 
 def aux_ids_read(
     rules: EngineRules, cfg: DrafterConfig, runner: str | None = None
-) -> tuple[list[int] | None, str | None, int]:
-    """(ids as stored, level read, 0) for the first aux source present under ``runner``; ``None`` ids -> default.
+) -> tuple[list[int] | None, str | None]:
+    """(ids as stored, level read) for the first aux source present under ``runner``; ``None`` ids -> default.
 
-    ``runner`` ``None`` means the release's default runner. The third member is kept for callers
-    written when the conversion was a fixed offset; the conversion is :func:`aux_capture`'s.
+    ``runner`` ``None`` means the release's default runner; the conversion is :func:`aux_capture`'s.
     """
     rules = rules_for(rules, cfg)
     cfg = engine_view(rules, cfg)
@@ -43,8 +42,8 @@ def aux_ids_read(
             continue
         value = cfg.at(src.level, AUX_FIELD)
         if isinstance(value, list) and value:
-            return value, src.level, 0
-    return None, None, 0
+            return value, src.level
+    return None, None
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,7 @@ def aux_capture(
     ids: list[int] | None = None
     level: str | None = None
     if rule.reads_drafter and aux_enabled(rules, cfg):
-        raw, level, _ = aux_ids_read(rules, cfg, runner)
+        raw, level = aux_ids_read(rules, cfg, runner)
         ids = raw if _valid_ids(raw) else None
         level = level if ids is not None else None
     if runner is None:

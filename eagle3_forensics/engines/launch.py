@@ -1,31 +1,31 @@
 """How each engine release reads its serving command's speculative-decoding settings, as data.
 
-``LAUNCH_RELEASES[engine]`` is an ordered tuple of :class:`LaunchRules` (oldest first); a newer
-table is the older one plus its differences (``dataclasses.replace``). Each names the files it was
-read from (``package==version path``). :func:`read_launch` interprets a table over a split command
-line (:class:`~eagle3_forensics.io.launch.CommandLine`) and returns :class:`LaunchSettings`: what
-the release would run with. Every fact was read in the released code; the flag reading of SGLang
-0.5.23 and 0.5.11 is also checked against their own argparse in the loader tier
+``LAUNCH_RELEASES[engine]`` is an ordered tuple of :class:`LaunchRules` (oldest first), the
+``launch`` sections of the release records (a section unchanged over several releases is one
+table over their range). Each names the files it was read from (``package==version path``).
+:func:`read_launch` interprets a table over a split command line
+(:class:`~eagle3_forensics.io.launch.CommandLine`) and returns :class:`LaunchSettings`: what the
+release would run with. Every fact was read in the released code; the flag reading of the SGLang
+releases marked ``ran`` is also checked against their own argparse in the loader tier
 (tests/loaders/test_launch_oracle.py), while the validation after parsing was read, not run:
 
-- SGLang (``sglang==0.5.11``, ``==0.5.12``, ``==0.5.14``, ``==0.5.15``, ``==0.5.16``, ``==0.5.17``,
-  ``==0.5.23`` wheels): plain ``argparse`` (no underscore spellings); ``--speculative-algorithm``
-  is one of six exact choices up to 0.5.11 and any string upper-cased from 0.5.12; ``NEXTN`` is an
-  alias of ``EAGLE``; ``sglang serve MODEL`` takes the model as an operand from 0.5.16. With
-  ``--speculative-num-steps`` absent, ``--speculative-eagle-topk`` or
+- SGLang: plain ``argparse`` (no underscore spellings); ``--speculative-algorithm`` is one of six
+  exact choices in the oldest releases and any string upper-cased later (``method_case``); ``NEXTN``
+  is an alias of ``EAGLE``; later releases take the model as the operand of ``sglang serve MODEL``.
+  With ``--speculative-num-steps`` absent, ``--speculative-eagle-topk`` or
   ``--speculative-num-draft-tokens`` trip an ``assert``; with topk 1, num_draft_tokens is reset to
   steps + 1 with a log warning; with topk absent but steps given, ``speculative_eagle_topk > 1``
   compares ``None`` and fails. With no draft path, ``ModelConfig.from_server_args`` falls back to
   ``model_path``: the target is loaded as the drafter (sglang#36528).
-- vLLM (``vllm==0.32.0``, ``==0.33.0``, ``==0.34.0``): ``FlexibleArgumentParser`` turns ``_`` into ``-`` in option names and
-  merges ``--speculative-config.KEY VALUE`` into the JSON; ``-sc`` and ``--spec-method`` /
-  ``--spec-model`` / ``--spec-tokens`` (mutually exclusive with the same JSON key) exist. Without
-  ``method`` the method is guessed from the draft's name (``eagle-`` -> eagle, ``eagle3`` -> eagle3,
-  else ``draft_model``); a method needs ``model`` and ``num_speculative_tokens`` (> 0).
-  ``vllm==0.33.0`` and ``==0.34.0`` read the command the same way; what each release refuses or
-  changes at start-up (keys, runners, P-EAGLE, the verifier and context rules, the explicit-method
-  rule) is its :class:`~eagle3_forensics.engines.startup.StartupRules` (``startup``).
-- TensorRT-LLM (``NVIDIA/TensorRT-LLM`` main branch, no installable release): ``trtllm-serve MODEL
+- vLLM: ``FlexibleArgumentParser`` turns ``_`` into ``-`` in option names and merges
+  ``--speculative-config.KEY VALUE`` into the JSON; ``-sc`` and ``--spec-method`` / ``--spec-model``
+  / ``--spec-tokens`` (mutually exclusive with the same JSON key) exist. Without ``method`` the
+  method is guessed from the draft's name (``eagle-`` -> eagle, ``eagle3`` -> eagle3, else
+  ``draft_model``); a method needs ``model`` and ``num_speculative_tokens`` (> 0). What each release
+  refuses or changes at start-up (keys, runners, P-EAGLE, the verifier and context rules, the
+  explicit-method rule, method names, method-specific options) is its
+  :class:`~eagle3_forensics.engines.startup.StartupRules` (``startup``).
+- TensorRT-LLM (main branch, no installable release): ``trtllm-serve MODEL
   --config|--extra_llm_api_options FILE.yaml`` (click; read with ``yaml.safe_load``); the YAML's
   ``speculative_config`` holds ``decoding_type`` (``Eagle``; newer commits also ``Eagle3``),
   ``max_draft_len`` (> 0), ``speculative_model_dir`` / ``speculative_model`` (required) and
@@ -35,14 +35,15 @@ the release would run with. Every fact was read in the released code; the flag r
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from eagle3_forensics.engines import startup
-from eagle3_forensics.engines.citations import cite
+from eagle3_forensics.engines.catalog import runs
+from eagle3_forensics.engines.codec import decode
 from eagle3_forensics.engines.proof import Citation, Proof
+from eagle3_forensics.engines.releases import EngineMap
 from eagle3_forensics.engines.rules import EngineRules, version_key
 from eagle3_forensics.engines.startup import StartupRules
 from eagle3_forensics.errors import BadArgumentsError
@@ -89,7 +90,7 @@ INT_SETTINGS = frozenset(
 
 class MethodCase(StrEnum):
     EXACT = "exact"  # compared as written (argparse choices, pydantic literals)
-    UPPER = "upper"  # upper-cased before use (SGLang 0.5.12+: `speculative_algorithm.upper()`)
+    UPPER = "upper"  # upper-cased before use (newer SGLang: `speculative_algorithm.upper()`)
 
 
 class DraftMissing(StrEnum):
@@ -220,217 +221,32 @@ class LaunchRules:
         return dict(self.method_aliases).get(value, value)
 
 
-# -- SGLang -----------------------------------------------------------------------------------------
+# -- the tables, from the release records ------------------------------------------------------------
 
-_SG = "sglang"
-SGLANG_0_5_11 = LaunchRules(
-    engine="sglang",
-    display="SGLang",
-    package=_SG,
-    first="0.5.10.post1",
-    last="0.5.11",
-    sources=(
-        f"{_SG}==0.5.11 sglang/srt/server_args.py (add_cli_args, _handle_speculative_decoding)",
-        f"{_SG}==0.5.11 sglang/srt/configs/model_config.py (from_server_args: model_path or server_args.model_path)",
-        f"{_SG}==0.5.11 sglang/cli/serve.py (sglang serve: --model-path only)",
-    ),
-    programs=("python -m sglang.launch_server", "sglang serve"),
-    operand_model=(),
-    flags=(
-        LaunchFlag(("--model-path", "--model"), Setting.TARGET),
-        LaunchFlag(("--speculative-algorithm",), Setting.METHOD),
-        LaunchFlag(("--speculative-draft-model-path", "--speculative-draft-model"), Setting.DRAFT),
-        LaunchFlag(("--speculative-num-steps",), Setting.NUM_STEPS),
-        LaunchFlag(("--speculative-eagle-topk",), Setting.TOPK),
-        LaunchFlag(("--speculative-num-draft-tokens",), Setting.NUM_DRAFT_TOKENS),
-        LaunchFlag(("--tensor-parallel-size", "--tp-size"), Setting.TENSOR_PARALLEL_SIZE),
-        LaunchFlag(("--context-length",), Setting.MAX_MODEL_LEN),  # server_args.py: context_length
-    ),
-    method_case=MethodCase.EXACT,
-    method_choices=("DFLASH", "EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"),
-    method_aliases=(("NEXTN", "EAGLE"),),
-    eagle3_methods=("EAGLE3",),
-    eagle_methods=("EAGLE",),
-    method_fix="--speculative-algorithm EAGLE3",
-    draft_fix="--speculative-draft-model-path {path}",
-    draft_missing=DraftMissing.TARGET_AS_DRAFTER,
-    draft_missing_effect="loads the target model as the drafter (ModelConfig.from_server_args falls back to "
-    "model_path when the draft path is None)",
-    params=Params.STEPS_TOPK_TOKENS,
-    notes=(
-        "argparse with allow_abbrev: an unambiguous prefix of a flag is accepted by SGLang; only full "
-        "names are read here.",
-    ),
-)
-SGLANG_0_5_12 = replace(
-    SGLANG_0_5_11,
-    first="0.5.12",
-    last="0.5.15",
-    sources=(
-        f"{_SG}==0.5.12 sglang/srt/server_args.py (--speculative-algorithm: no choices; "
-        "speculative_algorithm.upper())",
-        f"{_SG}==0.5.14 sglang/srt/arg_groups/speculative_hook.py",
-        f"{_SG}==0.5.12 sglang/srt/configs/model_config.py (from_server_args)",
-        f"{_SG}==0.5.15 sglang/cli/serve.py (sglang serve: --model-path only)",
-    ),
-    method_case=MethodCase.UPPER,
-    method_choices=None,
-)
-SGLANG_0_5_16 = replace(
-    SGLANG_0_5_12,
-    first="0.5.16",
-    last="0.5.23",
-    sources=(
-        f"{_SG}==0.5.23 sglang/srt/arg_groups/fields/spec.py (the speculative flags)",
-        f"{_SG}==0.5.23 sglang/srt/arg_groups/fields/model.py (--model-path, --model)",
-        f"{_SG}==0.5.23 sglang/srt/arg_groups/speculative_hook.py (handle_speculative_decoding, "
-        "_handle_eagle_family)",
-        f"{_SG}==0.5.23 sglang/srt/configs/model_config.py (from_server_args)",
-        f"{_SG}==0.5.16 sglang/cli/serve.py (_normalize_positional_model_path: sglang serve MODEL)",
-    ),
-    operand_model=("sglang serve",),
-)
 
-# -- vLLM -------------------------------------------------------------------------------------------
+def _launch_tables(engine: str) -> tuple[LaunchRules, ...]:
+    """``engine``'s launch tables from the ``launch`` (and ``startup``) sections of its records."""
+    out = []
+    for run in runs(engine, "launch", also=("startup",)):
+        body = run.record.section("startup")
+        startup_rules = decode(StartupRules, body, f"{engine} startup") if body is not None else None
+        out.append(
+            decode(
+                LaunchRules,
+                run.fields(),
+                f"{engine} {run.first} launch",
+                engine=engine,
+                first=run.first,
+                last=run.last,
+                citations=run.citations(),
+                startup=startup_rules,
+            )
+        )
+    return tuple(out)
 
-_VL = "vllm"
-# SpeculativeMethod (config/speculative.py): a pydantic Literal up to 0.33, so any other value is
-# refused at start-up; 0.34 types it `SpeculativeMethod | str` (registered custom methods).
-_METHODS_0_33 = (
-    *("ngram", "draft_model", "suffix", "custom_class", "eagle", "eagle3", "extract_hidden_states"),
-    *("dflash", "dspark", "ngram_gpu", "mtp"),
-    *("bailing_hybrid_mtp", "bailing_hybrid_v3_mtp", "deepseek_mtp", "dots3_note_mtp", "ernie_mtp"),
-    *("exaone4_5_mtp", "exaone_moe_mtp", "gemma4_mtp", "glm4_moe_lite_mtp", "glm4_moe_mtp", "glm5_next_mtp"),
-    *("glm_ocr_mtp", "hy_v3_mtp", "hy_v4_mtp", "inkling_mtp", "kimi_k3_mtp", "longcat_flash_mtp"),
-    *("mimo_mtp", "mimo_v2_mtp", "minimax_m3_mtp", "nemotron_h_mtp", "pangu_ultra_moe_mtp", "qwen3_5_mtp"),
-    *("qwen3_next_mtp", "qwen4_exp_mtp", "step3p5_mtp", "step5_mtp"),
-)
-_METHODS_0_32 = (*(m for m in _METHODS_0_33 if m != "step5_mtp"), "medusa", "mlp_speculator")
-VLLM_0_32_0 = LaunchRules(
-    engine="vllm",
-    display="vLLM",
-    package=_VL,
-    first="0.32.0",
-    last="0.32.0",
-    sources=(
-        f"{_VL}==0.32.0 vllm/engine/arg_utils.py (--speculative-config/-sc, --spec-method/--spec-model/"
-        "--spec-tokens, create_speculative_config)",
-        f"{_VL}==0.32.0 vllm/utils/argparse_utils.py (FlexibleArgumentParser: _ -> -, dotted keys, "
-        "vllm serve MODEL)",
-        f"{_VL}==0.32.0 vllm/config/speculative.py (SpeculativeConfig.__post_init__, _verify_args, "
-        "_verify_and_get_draft_tp)",
-        f"{_VL}==0.32.0 vllm/transformers_utils/config.py (maybe_override_with_speculators) and "
-        "transformers_utils/configs/speculators/base.py (build_vllm_speculative_config)",
-    ),
-    programs=("vllm serve", "python -m vllm.entrypoints.openai.api_server"),
-    operand_model=("vllm serve",),
-    flags=(
-        LaunchFlag(("--model",), Setting.TARGET),
-        LaunchFlag(("--speculative-config", "-sc"), source=Source.CONFIG_JSON),
-        LaunchFlag(("--spec-method",), Setting.METHOD, exclusive_with_config=True),
-        LaunchFlag(("--spec-model",), Setting.DRAFT, exclusive_with_config=True),
-        LaunchFlag(("--spec-tokens",), Setting.NUM_SPECULATIVE_TOKENS, exclusive_with_config=True),
-        LaunchFlag(("--tensor-parallel-size", "-tp"), Setting.TENSOR_PARALLEL_SIZE),
-        LaunchFlag(("--max-model-len",), Setting.MAX_MODEL_LEN),
-    ),
-    config_keys=(
-        ConfigKey(Setting.METHOD, ("method",)),
-        ConfigKey(Setting.DRAFT, ("model",)),
-        ConfigKey(Setting.NUM_SPECULATIVE_TOKENS, ("num_speculative_tokens",)),
-        ConfigKey(Setting.DRAFT_TENSOR_PARALLEL_SIZE, ("draft_tensor_parallel_size",)),
-    ),
-    underscore_spellings=True,
-    dotted_config=True,
-    normalise_config_keys=True,
-    method_case=MethodCase.EXACT,
-    eagle3_methods=("eagle3",),
-    eagle_methods=("eagle",),
-    method_from_draft_name=(("eagle-", "eagle"), ("eagle3", "eagle3")),
-    method_detect_fallback="draft_model",
-    method_fix='"method": "eagle3" in --speculative-config',
-    draft_fix='"model": "{path}" in --speculative-config',
-    draft_missing=DraftMissing.REFUSED,
-    draft_missing_effect="refuses to start (SpeculativeConfig: 'num_speculative_tokens was provided but "
-    "without speculative model')",
-    params=Params.NUM_SPECULATIVE_TOKENS,
-    speculators_model=(("peagle", "eagle3"), ("dflash2", "dflash")),
-    method_choices=_METHODS_0_32,
-    startup=startup.VLLM_0_32_0,
-)
-VLLM_0_32_0 = replace(VLLM_0_32_0, citations=cite(VLLM_0_32_0.sources + startup.VLLM_0_32_0.sources))
-VLLM_0_33_0 = replace(
-    VLLM_0_32_0,
-    first="0.33.0",
-    last="0.33.0",
-    sources=tuple(s.replace("==0.32.0", "==0.33.0") for s in VLLM_0_32_0.sources),
-    method_choices=_METHODS_0_33,  # medusa and mlp_speculator removed
-    startup=startup.VLLM_0_33_0,
-)
-VLLM_0_33_0 = replace(VLLM_0_33_0, citations=cite(VLLM_0_33_0.sources + startup.VLLM_0_33_0.sources))
-VLLM_0_34_0 = replace(
-    VLLM_0_33_0,
-    first="0.34.0",
-    last="0.34.0",
-    sources=tuple(s.replace("==0.33.0", "==0.34.0") for s in VLLM_0_33_0.sources),
-    method_choices=None,  # `SpeculativeMethod | str`: custom methods registered by name
-    speculators_model=(("dflash2", "dflash"),),  # peagle raises (engines/startup.py)
-    startup=startup.VLLM_0_34_0,
-)
-VLLM_0_34_0 = replace(VLLM_0_34_0, citations=cite(VLLM_0_34_0.sources + startup.VLLM_0_34_0.sources))
 
-# -- TensorRT-LLM -----------------------------------------------------------------------------------
-
-_TRT = "NVIDIA/TensorRT-LLM"
-TENSORRT_LLM_MAIN = LaunchRules(
-    engine="tensorrt_llm",
-    display="TensorRT-LLM",
-    package=_TRT,
-    first="00209af1",
-    last="00209af1",
-    pinned=False,
-    sources=(
-        f"{_TRT}@00209af1 tensorrt_llm/commands/serve.py (serve: MODEL, --config/--extra_llm_api_options, "
-        "yaml.safe_load)",
-        f"{_TRT} main tensorrt_llm/llmapi/llm_args.py (EagleDecodingConfig / Eagle3DecodingConfig: "
-        "validate_eagle_config, validate_speculative_model, eagle3_layers_to_capture)",
-        f"{_TRT}@001e6700 tensorrt_llm/_torch/speculative/eagle3.py (layers_to_capture)",
-    ),
-    programs=("trtllm-serve",),
-    operand_model=("trtllm-serve",),
-    flags=(
-        LaunchFlag(("--config", "--extra_llm_api_options"), source=Source.OPTIONS_FILE),
-        LaunchFlag(("--tensor_parallel_size", "--tp_size"), Setting.TENSOR_PARALLEL_SIZE),
-        LaunchFlag(("--max_seq_len",), Setting.MAX_MODEL_LEN),  # trtllm-serve: the served sequence length
-    ),
-    config_section="speculative_config",
-    config_keys=(
-        ConfigKey(Setting.METHOD, ("decoding_type",)),
-        ConfigKey(Setting.DRAFT, ("speculative_model_dir", "speculative_model")),
-        ConfigKey(Setting.MAX_DRAFT_LEN, ("max_draft_len",)),
-        ConfigKey(Setting.CAPTURE_LAYERS, ("eagle3_layers_to_capture",)),
-    ),
-    method_case=MethodCase.EXACT,
-    eagle3_methods=("Eagle", "Eagle3"),  # the PyTorch backend runs EagleDecodingConfig as EAGLE-3
-    method_fix="decoding_type: Eagle3 (or Eagle) under speculative_config",
-    draft_fix="speculative_model_dir: {path} under speculative_config",
-    draft_missing=DraftMissing.REFUSED,
-    draft_missing_effect="refuses to start (EagleDecodingConfig: 'Draft model must be provided for EAGLE')",
-    params=Params.MAX_DRAFT_LEN,
-    capture_option="eagle3_layers_to_capture",
-    notes=("Read at main-branch commits, not a release (the PyPI package is a stub); not run.",),
-)
-
-# RAN: the loader tier runs SGLang 0.5.11's and 0.5.23's own argparse on these flags
-# (tests/loaders/test_launch_oracle.py); the vLLM tables and the validation after parsing were read.
-SGLANG_0_5_11 = replace(SGLANG_0_5_11, proof=Proof.RAN, citations=cite(SGLANG_0_5_11.sources))
-SGLANG_0_5_12 = replace(SGLANG_0_5_12, citations=cite(SGLANG_0_5_12.sources))
-SGLANG_0_5_16 = replace(SGLANG_0_5_16, proof=Proof.RAN, citations=cite(SGLANG_0_5_16.sources))
-
-LAUNCH_RELEASES: dict[str, tuple[LaunchRules, ...]] = {
-    "sglang": (SGLANG_0_5_11, SGLANG_0_5_12, SGLANG_0_5_16),
-    "vllm": (VLLM_0_32_0, VLLM_0_33_0, VLLM_0_34_0),
-    "tensorrt_llm": (TENSORRT_LLM_MAIN,),
-}
+# engine -> its launch tables, oldest first (engines without a launch section have none)
+LAUNCH_RELEASES: EngineMap[tuple[LaunchRules, ...]] = EngineMap(_launch_tables)
 
 
 def launch_rules_for(rules: EngineRules) -> LaunchRules:

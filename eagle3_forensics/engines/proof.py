@@ -18,6 +18,6 @@ class Citation:
     """One source file of a released wheel that a table's rules were read from."""
 
     package: str  # PyPI name, e.g. "vllm"
-    version: str  # release, e.g. "0.34.0"
+    version: str  # release, e.g. "1.2.0"
     path: str  # path inside the wheel, e.g. "vllm/config/speculative.py"
     sha256: str  # of that file in that wheel: `make engine-drift` compares it with newer releases

@@ -1,10 +1,9 @@
 """The shape of an engine release table.
 
 Everything the tool knows about how one *release range* of an engine loads an EAGLE-3
-drafter is data in an :class:`EngineRules` instance. Each engine module holds an ordered tuple
-of them (oldest first); a newer table is the older one plus its differences
-(``dataclasses.replace``), so a reader sees what changed between releases. Every table names the
-package, the version range it covers and the files it was read from (``package==version path``).
+drafter is data in an :class:`EngineRules` instance, decoded from the ``loader`` section of the
+release's record (``engines/records/``, :mod:`.releases`). Every table names the package, the
+version range it covers and the files it was read from (``package==version path``).
 
 The simulator (:mod:`eagle3_forensics.engines.simulate`) and the checks interpret these tables;
 they hold no per-engine ``if``s. What differs between engines or releases is a field here.
@@ -287,7 +286,7 @@ class AuxSource:
 
 @dataclass(frozen=True)
 class Runner:
-    """One execution path of a release that reads the config differently (vLLM 0.32.0 V1/V2)."""
+    """One execution path of a release that reads the config differently (vLLM's V1/V2 model runners)."""
 
     name: str
     when: str  # when the engine takes this path, in words
@@ -500,7 +499,7 @@ _VERSION = re.compile(
 
 
 def version_key(version: str) -> tuple[Any, ...]:
-    """A sort key for a PEP 440-style version (``0.5.12.post1``, ``1.2.0rc2``, ``0.32.0+cpu``).
+    """A sort key for a PEP 440-style version (``1.2.0.post1``, ``1.2.0rc2``, ``1.2.0+cpu``).
 
     Raises ``ValueError`` when ``version`` is not a version.
     """
@@ -553,7 +552,7 @@ class EngineRules:
     rejected_model_types: tuple[tuple[str, str], ...] = ()  # (model_type, what happens) -> loud
     # top-level fields the config parser refuses when null (speculators' pydantic `draft_vocab_size: int`)
     null_rejected: tuple[str, ...] = ()
-    # pairs of norm flags the config parser refuses together (speculators 0.7.0+: norm_before_fc, fc_norm)
+    # pairs of norm flags the config parser refuses together (newer speculators: norm_before_fc, fc_norm)
     exclusive_flags: tuple[tuple[str, str], ...] = ()
     max_layers: int | None = None  # decoder layers the class builds (None: as configured)
     over_max: OverLimit = OverLimit.BUILD_ERROR
@@ -602,7 +601,7 @@ class EngineRules:
     null_draft_vocab_size: MissingDraftVocab = MissingDraftVocab.VOCAB_SIZE
     reads_rope_parameters: bool = True  # Transformers-5 rope_parameters honoured
     final_norm_before_head: bool = True  # logits always come from norm(hidden) (SpecForge can skip it)
-    # the parameter that normalises the input of decoder layers >= 1 (SGLang 0.5.12+: hidden_norm,
+    # the parameter that normalises the input of decoder layers >= 1 (newer SGLang: hidden_norm,
     # fused with the residual; vLLM / speculators: input_layernorm)
     rest_layer_input_norm: str = "input_layernorm"
     notes: tuple[str, ...] = ()
@@ -679,7 +678,7 @@ class EngineRules:
 
     @property
     def release(self) -> str:
-        """The release label: ``sglang 0.5.17``, ``sglang 0.5.18–0.5.23``, ``eagle @cb7e0841 (...)``."""
+        """The release label: ``sglang 1.1.0``, ``sglang 1.2.0–1.2.3``, ``eagle @cb7e0841 (...)``."""
         if not self.pinned:
             return f"{self.name} {self.package}@{self.versions} (not a release)"
         return f"{self.name} {self.versions}"
@@ -768,21 +767,3 @@ RELEASE_FIELDS: tuple[str, ...] = (
 
 
 SUPPORTED_NORM_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
-
-# The names these enums had before the release tables (same members, same string values).
-FilledBy = Fill
-AuxLevel = Level
-D2TEncoding = D2tEncoding
-MissingDraftVocabSize = MissingDraftVocab
-
-# Back-compatible aliases of the enum members (callers written before the enums).
-FROM_CHECKPOINT = Fill.CHECKPOINT
-FROM_TARGET = Fill.TARGET
-TARGET_IF_ABSENT = Fill.TARGET_IF_ABSENT
-DEFAULT_IF_ABSENT = Fill.DEFAULT_IF_ABSENT
-DROP = UnknownKeys.DROP
-REJECT = UnknownKeys.REJECT
-WARN = UnknownKeys.WARN
-NAME_THEN_MODEL = Prefix.NAME_THEN_MODEL
-MODEL_EXCEPT_LM_HEAD = Prefix.MODEL_UNLESS_LM_HEAD
-AS_IS = Prefix.AS_IS

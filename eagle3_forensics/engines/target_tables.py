@@ -1,6 +1,6 @@
 """Which target table judges a release, and what it says about one target class.
 
-:data:`TABLES` holds every engine's target tables (:mod:`.targets_vllm`, :mod:`.targets_sglang`),
+:data:`TABLES` holds every engine's target tables (the ``targets`` sections of its release records),
 oldest first; :func:`read_target` looks a class up in the table read inside a release table's range
 and :func:`sharpen` gives the release's aux rule that class's capture range.
 """
@@ -9,13 +9,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from eagle3_forensics.engines.catalog import META, each
+from eagle3_forensics.engines.codec import decode
 from eagle3_forensics.engines.proof import Proof
+from eagle3_forensics.engines.releases import EngineMap
 from eagle3_forensics.engines.rules import AuxRule, EngineRules
 from eagle3_forensics.engines.targets import Capture, TargetRow, TargetTable
-from eagle3_forensics.engines.targets_sglang import TABLES as SGLANG
-from eagle3_forensics.engines.targets_vllm import TABLES as VLLM
 
-TABLES: dict[str, tuple[TargetTable, ...]] = {"vllm": VLLM, "sglang": SGLANG}
+
+def _tables(engine: str) -> tuple[TargetTable, ...]:
+    """``engine``'s target tables from the ``targets`` sections of its records, oldest first."""
+    return tuple(
+        decode(
+            TargetTable,
+            {k: v for k, v in body.items() if k not in META},
+            f"{record.label} targets",
+            engine=engine,
+            citations=record.cited(body.get("cites", ())),
+        )
+        for record, body in each(engine, "targets")
+    )
+
+
+# engine -> its target tables, one per release read (read from the records on first use)
+TABLES: EngineMap[tuple[TargetTable, ...]] = EngineMap(_tables)
 
 
 def capturing_releases(architecture: str) -> list[str]:
@@ -66,7 +83,7 @@ class TargetReading:
 
 def read_target(rules: EngineRules, architecture: str | None) -> TargetReading:
     table = table_for(rules)
-    row = table.row(architecture) if table is not None else None
+    row = table.row(architecture, rules.requested or rules.last) if table is not None else None
     return TargetReading(table, row, architecture)
 
 

@@ -8,19 +8,25 @@ config) and, for each, how its ``forward`` captures aux states:
   after layer ``i``, so id N is the last layer's output before the final norm);
 - ``BELOW_N``: ids ``0..N-1`` (captured before each layer only; an id >= N is never captured);
 - ``NO_INTERFACE``: registered, but no EAGLE-3 capture interface: the server refuses to start;
-- ``NEVER``: the class declares the interface but its ``forward`` never captures.
+- ``NEVER``: the class declares the interface but its decoder never captures;
+- ``BYPASSED``: the class declares the interface and its decoder captures, but the class overrides
+  ``forward`` without capturing (vLLM's MiMo): the model runner's assert fails at the first forward.
+
+Each row says what the user sees (:class:`Failure`): a start-up refusal, a crash at the first
+forward, or a server that runs with acceptance near 1; an id below a row's ``first_id`` fails as
+the row's ``failure_text`` (else the table's ``below_first``) says.
 
 Every engine captures in layer order and once per layer, so the drafter's ``fc`` sees
 ``sorted(set(ids))`` whatever order the config lists (``sorts_ids``). The id conversion and default
 ids stay in the release tables (:class:`~eagle3_forensics.engines.rules.AuxRule`); this module only
-sharpens their capture range per class. The rows are data in ``targets_vllm`` / ``targets_sglang``
-(read from the wheels as those modules' docstrings say), validated here at import;
-:mod:`.target_tables` picks the table of a release.
+sharpens their capture range per class. The rows are the ``targets`` section of each release record
+(``engines/records/``), validated here when a record is read; :mod:`.target_tables` picks the table
+of a release.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from eagle3_forensics.engines.proof import Citation, Proof
@@ -34,6 +40,7 @@ class Capture(StrEnum):
     BELOW_N = "below_n"
     NO_INTERFACE = "no_interface"
     NEVER = "never"
+    BYPASSED = "bypassed"
 
     @property
     def captures(self) -> bool:
@@ -45,6 +52,22 @@ class Capture(StrEnum):
             Capture.BELOW_N: "[0, N-1]",
             Capture.NO_INTERFACE: "none (no EAGLE-3 capture interface)",
             Capture.NEVER: "none (declared, never captured)",
+            Capture.BYPASSED: "none (the class's own forward skips the capture)",
+        }[self]
+
+
+class Failure(StrEnum):
+    """What the user sees when a target class cannot feed an EAGLE-3 drafter."""
+
+    STARTUP_REFUSAL = "startup_refusal"  # the server does not start
+    FIRST_FORWARD_CRASH = "first_forward_crash"  # it starts, then the first forward raises
+    SILENT = "silent"  # it runs without aux states: acceptance stays near 1
+
+    def describe(self) -> str:
+        return {
+            Failure.STARTUP_REFUSAL: "the server refuses to start",
+            Failure.FIRST_FORWARD_CRASH: "the server crashes at the first forward",
+            Failure.SILENT: "no error is raised and acceptance stays near 1.0",
         }[self]
 
 
@@ -59,6 +82,10 @@ class TargetRow:
     # the lowest id the forward can capture: below it the first forward raises (vLLM's DeepSeek-V2
     # computes ``hidden_states + residual`` before layer 0, where ``residual`` is still None)
     first_id: int = 0
+    # what an id below first_id does for this class, when it differs from the table's below_first
+    failure_text: str = ""
+    # the first release inside the record's range that registers these architectures (empty: all)
+    since: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "capture", Capture(self.capture))
@@ -67,6 +94,8 @@ class TargetRow:
             raise ValueError(f"target row {self.where!r}: architectures empty or repeated")
         if self.first_id not in (0, 1) or (self.first_id and not self.capture.captures):
             raise ValueError(f"target row {self.where!r}: first_id is 0, or 1 for a capturing class")
+        if self.since:
+            version_key(self.since)  # a version, or ValueError when the record is read
 
 
 @dataclass(frozen=True)
@@ -79,12 +108,16 @@ class TargetTable:
     citations: tuple[Citation, ...]
     no_interface: str  # what the release does for a NO_INTERFACE class (quoted error)
     never: str = ""  # what it does for a NEVER class
+    never_failure: Failure = Failure.STARTUP_REFUSAL  # how a NEVER class fails (SGLang-style: SILENT)
+    bypassed: str = ""  # what it does for a BYPASSED class
     below_first: str = ""  # what it does for an id below a row's first_id
     unlisted: Capture = Capture.THROUGH_N  # assumed for a class the release does not register
     sorts_ids: bool = True
     # ids used when the drafter names none (the interface's default; SGLang: per class in its aux rules)
     default_ids: tuple[AuxTerm, ...] = HF_DEFAULT_AUX
     conversion: str = "ids used as given"  # how the ids read become captured ids
+    # why a class the release does not register cannot be judged (what the release would do instead)
+    unlisted_why: str = ""
     _index: dict[str, TargetRow] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -99,12 +132,31 @@ class TargetTable:
             raise ValueError(f"{self.engine} {self.version}: every table cites files with their sha256")
         if any(r.capture is Capture.NEVER for r in self.rows) and not self.never:
             raise ValueError(f"{self.engine} {self.version}: NEVER rows need the release's behaviour")
-        if any(r.first_id for r in self.rows) and not self.below_first:
+        if any(r.capture is Capture.BYPASSED for r in self.rows) and not self.bypassed:
+            raise ValueError(f"{self.engine} {self.version}: BYPASSED rows need the release's behaviour")
+        if any(r.first_id and not r.failure_text for r in self.rows) and not self.below_first:
             raise ValueError(f"{self.engine} {self.version}: rows with first_id need the release's behaviour")
         object.__setattr__(self, "_index", index)
 
-    def row(self, architecture: str | None) -> TargetRow | None:
-        return self._index.get(architecture) if architecture else None
+    def row(self, architecture: str | None, version: str | None = None) -> TargetRow | None:
+        """The row of ``architecture`` (``None``: not registered, or not yet at ``version``)."""
+        row = self._index.get(architecture) if architecture else None
+        if row is not None and row.since and version and version_key(version) < version_key(row.since):
+            return None
+        return row
+
+    def failure(self, row: TargetRow) -> Failure | None:
+        """What the user sees for a class that cannot capture (``None``: it captures)."""
+        if row.capture.captures:
+            return None
+        if row.capture is Capture.NEVER:
+            return self.never_failure
+        if row.capture is Capture.BYPASSED:
+            return Failure.FIRST_FORWARD_CRASH
+        return Failure.STARTUP_REFUSAL
+
+    def below_first_text(self, row: TargetRow) -> str:
+        return row.failure_text or self.below_first
 
     @property
     def release(self) -> str:
@@ -116,31 +168,6 @@ class TargetTable:
             return self.no_interface
         if row.capture is Capture.NEVER:
             return self.never
+        if row.capture is Capture.BYPASSED:
+            return self.bypassed
         return f"captures ids in {row.capture.range_text()}"
-
-
-def amend(
-    table: TargetTable,
-    version: str,
-    citations: tuple[Citation, ...],
-    *rows: TargetRow,
-    removed: tuple[str, ...] = (),
-) -> TargetTable:
-    """``table`` for a later release: ``rows`` replace the architectures they name; ``removed`` go."""
-    named = {a for r in rows for a in r.architectures} | set(removed)
-    kept = []
-    for row in table.rows:
-        rest = tuple(a for a in row.architectures if a not in named)
-        if rest:  # read again in the later wheel: a run of the older release proves nothing here
-            kept.append(replace(row, architectures=rest, proof=Proof.READ))
-    return replace(table, version=version, citations=citations, rows=(*kept, *rows))
-
-
-def mark_ran(table: TargetTable, *decoders: str) -> TargetTable:
-    """``table`` with the rows of ``decoders`` marked :attr:`Proof.RAN` (the loader tier runs them)."""
-    rows = {r.where for r in table.rows if r.capture.captures}
-    missing = set(decoders) - rows
-    if missing:
-        raise ValueError(f"{table.release}: no capturing row for {sorted(missing)}")
-    marked = tuple(replace(r, proof=Proof.RAN) if r.where in decoders else r for r in table.rows)
-    return replace(table, rows=marked)

@@ -52,7 +52,7 @@ def render_launch_line(launch: LaunchSettings) -> str:
 
 
 def _judged(d: Diagnosis, engine: str) -> str:
-    """``vllm 0.34.0 (read)``: the release and whether its rules ran here or were read."""
+    """``vllm 1.2.0 (read)``: the release and whether its rules ran here or were read."""
     proof = d.proofs.get(engine)
     return f"{d.releases[engine]} ({proof})" if proof else d.releases[engine]
 

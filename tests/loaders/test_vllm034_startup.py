@@ -17,8 +17,13 @@ from typing import Any
 import pytest
 
 from eagle3_forensics.engines import resolve_release
-from eagle3_forensics.engines.launch import VLLM_0_34_0
-from eagle3_forensics.engines.startup import VLLM_0_34_0 as STARTUP
+from eagle3_forensics.engines.launch import launch_rules_for
+from eagle3_forensics.engines.startup import StartupRules, startup_for
+
+VLLM_0_34_0 = launch_rules_for(resolve_release("vllm==0.34.0"))
+_STARTUP = startup_for(resolve_release("vllm==0.34.0"))
+assert _STARTUP is not None
+STARTUP: StartupRules = _STARTUP
 
 pytestmark = pytest.mark.loaders
 
@@ -57,7 +62,7 @@ def ran() -> dict[str, Any]:
 
 def test_speculative_config_fields_are_the_tables_keys(ran: dict[str, Any]) -> None:
     assert set(ran["fields"]) == set(STARTUP.config_keys)
-    assert "config_keys" in STARTUP.ran and VLLM_0_34_0.startup is STARTUP
+    assert "config_keys" in STARTUP.ran and VLLM_0_34_0.startup == STARTUP
 
 
 def test_removed_and_unknown_keys_are_refused_by_its_own_validation(ran: dict[str, Any]) -> None:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import zipfile
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -14,6 +11,7 @@ import pytest
 from eagle3_forensics.engines import drift
 from eagle3_forensics.engines.citations import cite, invalid, key, parse_source
 from eagle3_forensics.engines.proof import Citation
+from eagle3_forensics.engines.record import Record
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,8 +40,10 @@ SOURCES = (
 def pinned(tmp_path: Path) -> tuple[dict[str, str], dict[str, str], list[str]]:
     wheel(tmp_path / "w", "eng-x", "1.0", OLD)
     wheel(tmp_path / "w", "eng-x", "0.9", {"eng/a/cfg.py": "A = 0\n"})
-    sha, listings, missing = drift.pin(SOURCES, [tmp_path / "w"])
-    return sha, {k: " ".join(v) for k, v in listings.items()}, missing
+    record = Record("eng", "eng-x", "1.0", "1.0", {}, sections={"loader": {"sources": list(SOURCES)}})
+    out, missing = drift.pin(record, [tmp_path / "w"])
+    listings = {k: " ".join(v) for k, v in out.listings.items() if k.startswith("eng-x==1.0")}
+    return out.citations, listings, missing
 
 
 def test_parse_source_reads_released_wheel_files_only() -> None:
@@ -69,16 +69,15 @@ def test_pin_hashes_every_cited_file_and_lists_the_newest_directories(pinned: An
         key("eng-x", "0.9", "eng/a/cfg.py"),
     }
     assert missing == [key("eng-x", "1.0", "eng/a/missing_in_wheel.py")]
-    assert listings == {"eng-x==1.0 eng/a": "cfg.py gone.py runner.py"}  # 0.9 is not the newest
+    assert listings == {"eng-x==1.0 eng/a": "cfg.py gone.py runner.py"}
     assert all(len(v) == 64 for v in sha.values())
 
 
-def test_render_pinned_is_the_module_it_replaces(pinned: Any, tmp_path: Path) -> None:
-    sha, listings, _ = pinned
-    text = drift.render_pinned(sha, {k: tuple(v.split()) for k, v in listings.items()})
-    scope: dict[str, Any] = {}
-    exec(compile(text, "wheel_sha256.py", "exec"), scope)
-    assert scope["SHA256"] == sha and scope["LISTINGS"] == listings
+def test_a_pinned_record_is_a_valid_record_that_drift_reads(pinned: Any, tmp_path: Path) -> None:
+    sha, _, _ = pinned
+    record = Record("eng", "eng-x", "1.0", "1.0", sha, sections={"loader": {"sources": list(SOURCES)}})
+    assert Record(**record.__dict__).to_json()["citations"] == dict(sorted(sha.items()))
+    assert list(drift.record_sources(record)) == list(SOURCES)
 
 
 def test_compare_names_changed_missing_appeared_and_disappeared(pinned: Any, tmp_path: Path) -> None:
@@ -116,41 +115,13 @@ def test_newest_citations_per_package() -> None:
     assert [c.path for c in drift.newest_citations(rows)["p"]] == ["b.py"]
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("engine_drift_script", ROOT / "scripts" / "engine_drift.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_script_writes_the_report_from_wheels_it_is_given(
-    pinned: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The whole `make engine-drift` run with PyPI replaced by two wheels built here."""
-    sha, listings, _ = pinned
-    script = _script()
-    rows = [
-        Citation("eng-x", "1.0", p, sha[key("eng-x", "1.0", p)]) for p in ("eng/a/cfg.py", "eng/a/runner.py")
-    ]
-    wheel(tmp_path / "cache", "eng-x", "1.1", OLD)
-    wheel(tmp_path / "cache", "eng-x", "2.0", {**OLD, "eng/a/cfg.py": "A = 3\n"})
-    monkeypatch.setattr(script.drift, "all_citations", lambda: rows)
-    monkeypatch.setattr(script.wheel_sha256, "LISTINGS", listings)
-    monkeypatch.setattr(script, "pypi_versions", lambda package: ["2.0", "1.1", "1.0", "0.9", "2.1rc1"])
-    rc = script.check(tmp_path / "build", tmp_path / "cache")
-    report = json.loads((tmp_path / "build" / "engine-drift.json").read_text())
-    assert rc == 1 and report["packages"] == {"eng-x": "1.0"}
-    assert [(n["version"], n["reviewed"], n["changed"]) for n in report["newer"]] == [
-        ("1.1", True, []),
-        ("2.0", False, ["eng/a/cfg.py"]),
-    ]
-    assert report["unreviewed"] == ["eng-x==2.0"]
-
-
 def test_every_table_citation_validates() -> None:
     """Every citation row of every table has a 64-hex sha256 (the pinned file is complete)."""
     rows = drift.all_citations()
     assert rows and invalid(rows) == []
     assert invalid([Citation("p", "1", "a.py", "abc")]) == ["p==1 a.py"]
-    assert cite(["p==1 a.py"]) == ()  # nothing pinned for it: no row, never a made-up hash
+    assert cite(["p==1 a.py"], {}) == ()  # nothing pinned for it: no row, never a made-up hash
+    every = {k: c.sha256 for c in rows for k in [key(c.package, c.version, c.path)]}
+    assert set(drift.recorded_listings()) and not [
+        s for s in drift.all_sources() if cite([s], every) == () and parse_source(s)
+    ]

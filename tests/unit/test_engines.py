@@ -16,11 +16,9 @@ from builders import DrafterSpec, build_drafter
 from eagle3_forensics.engines import ENGINES, resolve_release
 from eagle3_forensics.engines.rules import (
     CONDITION_TOKENS,
-    FROM_TARGET,
-    REJECT,
     AuxSource,
     EngineRules,
-    FilledBy,
+    Fill,
     KeyRule,
     ParamRule,
     Prefix,
@@ -35,9 +33,8 @@ from eagle3_forensics.io.config import DrafterConfig
 
 
 def test_constants_are_str_enums_with_their_json_values() -> None:
-    assert FROM_TARGET is FilledBy.TARGET and REJECT is UnknownKeys.REJECT
-    assert json.dumps([FROM_TARGET, REJECT, Prefix.AS_IS]) == '["target", "reject", "as_is"]'
-    assert f"{FROM_TARGET}" == "target" and FROM_TARGET == "target"
+    assert json.dumps([Fill.TARGET, UnknownKeys.REJECT, Prefix.AS_IS]) == '["target", "reject", "as_is"]'
+    assert f"{Fill.TARGET}" == "target" and Fill.TARGET == "target"
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
@@ -54,7 +51,7 @@ def test_every_table_uses_known_condition_tokens(engine: str) -> None:
     used = {t for r in every for t, _ in when_tokens(r.when)}
     assert used <= set(CONDITION_TOKENS)
     assert isinstance(rules.prefix, Prefix) and isinstance(rules.unknown_keys, UnknownKeys)
-    assert all(isinstance(p.filled_by, FilledBy) for p in rules.params)
+    assert all(isinstance(p.filled_by, Fill) for p in rules.params)
 
 
 def test_the_simulator_computes_exactly_the_condition_tokens(tmp_path: Path) -> None:

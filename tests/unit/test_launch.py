@@ -20,21 +20,15 @@ from builders import H, build_drafter
 from eagle3_forensics.checks.diagnose import Diagnosis, diagnose
 from eagle3_forensics.cli.main import main
 from eagle3_forensics.engines import resolve_release
-from eagle3_forensics.engines.launch import (
-    LAUNCH_RELEASES,
-    SGLANG_0_5_11,
-    SGLANG_0_5_12,
-    SGLANG_0_5_16,
-    TENSORRT_LLM_MAIN,
-    VLLM_0_32_0,
-    VLLM_0_33_0,
-    VLLM_0_34_0,
-    launch_rules_for,
-    read_launch,
-)
+from eagle3_forensics.engines.launch import LAUNCH_RELEASES, launch_rules_for, read_launch
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.launch import split_command
+
+# the launch tables of the releases these tests name (read from the release records)
+SGLANG_0_5_11, SGLANG_0_5_12, SGLANG_0_5_16 = LAUNCH_RELEASES["sglang"]
+VLLM_0_32_0, VLLM_0_33_0, VLLM_0_34_0 = LAUNCH_RELEASES["vllm"]
+(TENSORRT_LLM_MAIN,) = LAUNCH_RELEASES["tensorrt_llm"]
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"

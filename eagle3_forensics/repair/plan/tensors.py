@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from eagle3_forensics.engines import ENGINES
-from eagle3_forensics.engines.rules import FROM_TARGET, TARGET_IF_ABSENT, EngineRules
+from eagle3_forensics.engines.rules import EngineRules, Fill
 from eagle3_forensics.engines.simulate import conditions, expected_params, resolve_key, simulate_load
 from eagle3_forensics.engines.view import rules_for
 from eagle3_forensics.io.checkpoint import SAFETENSORS_FILE, TensorInfo, torch_dtype_of
@@ -164,7 +164,7 @@ def _bad_embed(
     if info is None or not key.endswith("embed_tokens.weight") or hidden is None or len(info.shape) != 2:
         return False
     return (
-        info.shape[1] != hidden and param is not None and params.get(param) in (FROM_TARGET, TARGET_IF_ABSENT)
+        info.shape[1] != hidden and param is not None and params.get(param) in (Fill.TARGET, Fill.TARGET_IF_ABSENT)
     )
 
 
