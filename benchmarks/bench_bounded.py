@@ -9,9 +9,15 @@ head, torch) divided by one sample's decompressed size. A drafter of width 7168 
 4 heads of 64 and a small vocabulary, and a target of the same width that holds only what the
 probe reads (embedding, final norm, ``lm_head``), are written beside the dumps.
 
+``--bomb GIB`` measures the hostile case instead: the demo's SpecForge dumps plus one
+``.ckpt.gz`` that expands to GIB GiB of zeros (about 1000:1), audited with no ``--target`` and no
+drafter, so the cap comes from the layout of the other samples; then the bomb alone (nothing to
+learn from: the large default cap, counted as a stream).
+
 Usage::
 
     .venv/bin/python benchmarks/bench_bounded.py [--lengths 1024,2048,4096] [--keep DIR] [--json]
+    .venv/bin/python benchmarks/bench_bounded.py --bomb 8
 """
 
 from __future__ import annotations
@@ -21,10 +27,12 @@ import gzip
 import io
 import json
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +43,7 @@ HIDDEN, AUX, VOCAB, DRAFT_VOCAB, HEADS, HEAD_DIM, INTER = 7168, 3, 512, 256, 4, 
 PEAK = """
 import json, resource, subprocess, sys
 proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-print(json.dumps({"rc": proc.returncode, "err": proc.stderr[-400:],
+print(json.dumps({"rc": proc.returncode, "err": proc.stderr[-400:], "out": proc.stdout,
                   "peak": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))
 """
 
@@ -153,12 +161,72 @@ def commands(drafter: Path, target: Path, data: Path) -> dict[str, list[str]]:
     }
 
 
+def write_bomb(path: Path, expands_to: int) -> int:
+    """A valid gzip file of zeros expanding to ``expands_to`` bytes (independent 1 MiB deflate segments)."""
+    zeros = bytes(1 << 20)
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    seg = c.compress(zeros) + c.flush(zlib.Z_FULL_FLUSH)
+    n, crc = expands_to // len(zeros), 0
+    with path.open("wb") as fh:
+        fh.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff")
+        for _ in range(n):
+            fh.write(seg)
+            crc = zlib.crc32(zeros, crc)
+        fh.write(b"\x03\x00")
+        fh.write(struct.pack("<II", crc, (n * len(zeros)) & 0xFFFFFFFF))
+    return n * len(zeros)
+
+
+def bomb_rows(gib: float) -> list[dict[str, Any]]:
+    """audit-data with no target and no drafter over the demo dumps plus a bomb, then the bomb alone."""
+    demo = Path(__file__).resolve().parents[1] / "data" / "demo" / "dumps" / "specforge"
+    root = Path(tempfile.mkdtemp(prefix="bench_bomb_"))
+    rows = []
+    try:
+        with_demo, alone = root / "with-demo", root / "alone" / "rows_0-2000"
+        shutil.copytree(demo, with_demo)
+        alone.mkdir(parents=True)
+        bomb = alone / "data_0.ckpt.gz"
+        expands = write_bomb(bomb, int(gib * (1 << 30)))
+        shutil.copy(bomb, with_demo / "rows_0-2000" / "data_99.ckpt.gz")
+        for name, data in (("demo dumps + bomb", with_demo), ("bomb alone", alone.parent)):
+            got = measure(["audit-data", str(data), "--json"])
+            out = json.loads(got.get("out") or "{}")
+            msg = [f["message"] for f in out.get("findings", []) if f["code"] == "DATA_UNREADABLE"]
+            rows.append(
+                {
+                    "case": name,
+                    "expands_to": expands,
+                    "file_bytes": bomb.stat().st_size,
+                    "peak_bytes": got["peak"],
+                    "exit": got["rc"],
+                    "wall_s": got["wall_s"],
+                    "message": msg[0] if msg else None,
+                }
+            )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", default="1024,2048,4096", help="tokens per sample, comma-separated")
+    ap.add_argument("--bomb", type=float, help="measure a gzip bomb of this many GiB instead (no target)")
     ap.add_argument("--keep", help="write the dumps here and keep them (default: a temporary directory)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    if a.bomb:
+        got = bomb_rows(a.bomb)
+        if a.json:
+            print(json.dumps(got, indent=2))
+        for r in got:
+            print(
+                f"{r['case']:18} expands to {r['expands_to'] / (1 << 30):.1f} GiB ({r['file_bytes'] / (1 << 20):.1f} MiB "
+                f"on disk): peak RSS {r['peak_bytes'] / (1 << 20):.0f} MiB, exit {r['exit']}, {r['wall_s']} s"
+            )
+            print(f"  {r['message']}")
+        return 0
     lengths = [int(x) for x in a.lengths.split(",")]
     root = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="bench_bounded_"))
     rows: list[dict[str, Any]] = []

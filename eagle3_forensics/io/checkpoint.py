@@ -399,7 +399,7 @@ def safe_torch_load(file: Path) -> Any:
         ) from None
 
 
-def safe_torch_load_bytes(data: bytes, name: str) -> Any:
+def safe_torch_load_bytes(data: bytes | bytearray, name: str) -> Any:
     """:func:`safe_torch_load` for bytes already in memory (e.g. a decompressed ``.ckpt.gz``)."""
     import torch  # heavy: torch (~1 s); only .ckpt.gz dumps come here
 

@@ -138,6 +138,57 @@ def test_hostile_dumps_end_cleanly_with_bounded_memory(tmp_path: Path, command: 
     assert "over the cap" in json.dumps(obj)
 
 
+def test_a_long_stream_is_counted_then_read_exactly(tmp_path: Path) -> None:
+    from eagle3_forensics.io.dumps.bounded import HOLD, gzip_declared_size
+
+    f = tmp_path / "long.gz"
+    size = write_bomb(f, HOLD + (3 << 20))  # past what the first pass holds, within the cap
+    got = gunzip_capped(f, HOLD + (4 << 20))
+    assert isinstance(got, bytearray) and len(got) == size and not any(got[:: 1 << 16])
+    assert gzip_declared_size(f) == size
+    with pytest.raises(SampleTooLargeError, match="skipped: counted as a stream, never held"):
+        gunzip_capped(f, HOLD + (1 << 20))
+
+
+@pytest.mark.skipif(not SPECFORGE.is_dir(), reason="demo dumps not generated (make data)")
+def test_without_a_config_the_cap_comes_from_the_other_samples(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from eagle3_forensics.io.dumps.read import SampleError, open_dumps
+
+    data = tmp_path / "dumps"
+    shutil.copytree(SPECFORGE, data)
+    write_bomb(data / "rows_0-2000" / "data_99.ckpt.gz", 2 * GIB + (64 << 20))  # declares 64 MiB
+    ds = open_dumps(data)  # no target, no drafter: nothing declares a width
+    # demo rows: hidden 128 + 3 aux of 128 = 512 values per position
+    assert ds.max_sample_bytes == layout_cap(512, 1) < 96 << 20
+    assert "the layout of rows_0-2000/data_" in ds.describe()["cap_from"]
+    bomb = next(it for it in ds.items if it.rel.endswith("data_99.ckpt.gz"))
+    t0 = time.perf_counter()
+    with pytest.raises(SampleError, match="counted as a stream, never held"):
+        ds.read(bomb)
+    assert time.perf_counter() - t0 < 5
+    assert sum(not isinstance(s, tuple) for s in ds.iter_samples(ds.items)) == len(ds.items) - 1
+    # only the bomb: nothing to learn from, the large default, still counted and never held
+    alone = tmp_path / "alone" / "rows_0-2000"
+    alone.mkdir(parents=True)
+    shutil.move(str(data / "rows_0-2000" / "data_99.ckpt.gz"), alone / "data_0.ckpt.gz")
+    lone = open_dumps(alone.parent, max_sample_bytes=None)
+    assert lone.max_sample_bytes == layout_cap(None) and "default" in lone.cap_source
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SPECFORGE.is_dir(), reason="demo dumps not generated (make data)")
+def test_a_bomb_without_target_or_drafter_stays_bounded(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    data = tmp_path / "dumps"
+    shutil.copytree(SPECFORGE, data)
+    write_bomb(data / "rows_0-2000" / "data_99.ckpt.gz", 2 * GIB + (64 << 20))
+    rc, obj, err, peak = run_measured("audit-data", str(data))
+    assert rc == 2 and obj["summary"]["unreadable"] == 1, err
+    assert "never held" in json.dumps(obj)
+    assert peak < 1 << 30, f"peak RSS {peak / GIB:.2f} GiB"
+
+
 def test_max_sample_bytes_is_a_byte_count() -> None:
     from eagle3_forensics.cli.main import main
 

@@ -19,7 +19,7 @@ from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.checkpoint import safe_torch_load
 from eagle3_forensics.io.drafter import read_drafter
-from eagle3_forensics.io.dumps.bounded import cap_from_configs
+from eagle3_forensics.io.dumps.bounded import declared_cap
 from eagle3_forensics.io.dumps.options import DEFAULT_SCAN, ScanOptions
 from eagle3_forensics.io.dumps.read import DumpSet, open_dumps
 from eagle3_forensics.io.shard import parse_pair
@@ -295,7 +295,7 @@ def scan_data(
     hint = None
     if target is not None:
         hint = (_target_facts(target) or {}).get("hidden_size")
-    cap = max_sample_bytes if max_sample_bytes is not None else cap_from_configs(drafter, target)
+    cap = max_sample_bytes if max_sample_bytes is not None else declared_cap(drafter, target)
     ds = open_dumps(path, fmt, hidden_size_hint=hint, max_sample_bytes=cap)
     # as JSON gives it back, so a partial read from disk carries exactly these settings
     settings = json.loads(

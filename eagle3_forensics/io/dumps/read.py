@@ -30,6 +30,7 @@ from eagle3_forensics.io.dumps.bounded import (
     SampleTooLargeError,
     check_size,
     gunzip_capped,
+    gzip_declared_size,
     layout_cap,
 )
 from eagle3_forensics.io.dumps.layouts import FORMATS, LAYOUTS, DumpLayout
@@ -42,6 +43,7 @@ _NUMBER = re.compile(r"(\d+)")
 #: files that sit beside dumps but are maps or caches, never samples
 _NOT_SAMPLES = {"vocab_mapping.pt", "token_freq.pt", "cache.pt"}
 MAX_LIST = 20  # examples kept per problem in reports
+LEARN_FROM = 5  # samples tried, spread over the dataset, to learn the cap when no config gives it
 
 
 class SampleError(Exception):
@@ -180,10 +182,12 @@ class DumpSet:
         max_sample_bytes: int | None = None,
     ) -> None:
         self.root = root
-        # the most one sample may occupy (decompressed); larger ones are skipped unread
-        self.max_sample_bytes = (
-            max_sample_bytes if max_sample_bytes is not None else layout_cap(hidden_size_hint)
-        )
+        # the most one sample may occupy (decompressed); larger ones are skipped. Given, or from the
+        # hinted width; else learned from the layout of a few samples on the first read
+        self._cap: int | None = max_sample_bytes
+        self.cap_source = "given" if max_sample_bytes is not None else "config"
+        if max_sample_bytes is None and hidden_size_hint:
+            self._cap = layout_cap(hidden_size_hint)
         self.fmt = fmt
         self.family = family  # "ckpt" | "speculators" | "speculators-v0.4"
         self.items = items
@@ -194,6 +198,37 @@ class DumpSet:
         self._arrow_starts = np.cumsum([0] + [s.num_rows for s in self._arrow])
         self.layouts_seen: dict[str, int] = {}
         self.first_error: str | None = None
+
+    @property
+    def max_sample_bytes(self) -> int:
+        """The cap on one sample's decompressed size (learned from the data when nothing set it)."""
+        if self._cap is None:
+            self._cap = self._learn_cap()
+        return self._cap
+
+    def _learn_cap(self) -> int:
+        """:func:`layout_cap` of the widths the first readable of a few samples holds.
+
+        Candidates are spread over the dataset and tried smallest declared size first (a gzip
+        trailer, else the file size); each is read under its own declared size, so a file that lies
+        about its size fails at once. Nothing learned: the large-target default, still streamed.
+        """
+        fallback = layout_cap(None)
+        self.cap_source = "default (no config, no readable sample)"
+        n, k = len(self.items), min(len(self.items), LEARN_FROM)
+        picks = sorted({round(i * (n - 1) / (k - 1)) for i in range(k)}) if k > 1 else list(range(k))
+        declared = [(_declared(self.items[i].path), self.items[i]) for i in picks]
+        for size, item in sorted((d for d in declared if d[0] is not None), key=lambda d: d[0] or 0):
+            self._cap = min(int(size or 0), fallback)
+            try:
+                sample = self._parse(item)
+            except SampleError:
+                continue
+            width = (sample.hidden_size or 0) + (sample.aux_width or 0)
+            if width:
+                self.cap_source = f"the layout of {item.rel} ({width} values per position)"
+                return layout_cap(width, 1)
+        return fallback
 
     # -- selection -------------------------------------------------------------------------------
     def select(self, max_samples: int | None = None, shard: tuple[int, int] | None = None) -> list[Item]:
@@ -216,6 +251,8 @@ class DumpSet:
             "ignored_files": self.ignored,
             "arrow_dataset": None if self.arrow_dir is None else str(self.arrow_dir),
             "arrow_rows": int(self._arrow_starts[-1]) if self._arrow else None,
+            "max_sample_bytes": self._cap,
+            "cap_from": self.cap_source,
         }
 
     # -- reading -----------------------------------------------------------------------------------
@@ -230,10 +267,22 @@ class DumpSet:
             raise
 
     def _read(self, item: Item) -> Sample:
+        if self._cap is None:  # learn the cap before the first sample
+            self._cap = self._learn_cap()
+        sample = self._parse(item)
+        if not admitted(self.fmt, sample.layout):
+            raise SampleError(f"a {sample.layout} file, not one --format {self.fmt} reads")
+        sample.nbytes = _size(item.path)
+        self.layouts_seen[sample.layout] = self.layouts_seen.get(sample.layout, 0) + 1
+        return sample
+
+    def _parse(self, item: Item) -> Sample:
+        """One item under the current cap; every failure as :class:`SampleError`."""
+        cap = self._cap if self._cap is not None else layout_cap(None)
         try:
             if not item.path.name.endswith(".gz"):
-                check_size(item.path, self.max_sample_bytes)  # mmapped or read whole: bound it first
-            sample = self._read_hs(item) if self.family == "speculators" else self._read_pickle(item)
+                check_size(item.path, cap)  # mmapped or read whole: bound it first
+            sample = self._read_hs(item) if self.family == "speculators" else self._read_pickle(item, cap)
         except SampleError:
             raise
         except SampleTooLargeError as exc:
@@ -242,10 +291,6 @@ class DumpSet:
             raise SampleError(str(exc)) from None
         except (RuntimeError, ValueError, TypeError, KeyError, IndexError, OSError, EOFError) as exc:
             raise SampleError(f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
-        if not admitted(self.fmt, sample.layout):
-            raise SampleError(f"a {sample.layout} file, not one --format {self.fmt} reads")
-        sample.nbytes = _size(item.path)
-        self.layouts_seen[sample.layout] = self.layouts_seen.get(sample.layout, 0) + 1
         return sample
 
     def iter_samples(self, items: Sequence[Item]) -> Iterator[Sample | tuple[Item, str]]:
@@ -256,17 +301,17 @@ class DumpSet:
             except SampleError as exc:
                 yield it, str(exc)
 
-    def _load(self, path: Path) -> Any:
+    def _load(self, path: Path, cap: int) -> Any:
         if path.name.endswith(".gz"):
             try:
-                raw = gunzip_capped(path, self.max_sample_bytes)  # a stream, never past the cap
+                raw = gunzip_capped(path, cap)  # a stream, never past the cap
             except GZIP_ERRORS as exc:
                 raise SampleError(f"bad gzip stream: {' '.join(str(exc).split())[:120]}") from None
             return safe_torch_load_bytes(raw, path.name)
         return safe_torch_load(path)
 
-    def _read_pickle(self, item: Item) -> Sample:
-        obj = self._load(item.path)
+    def _read_pickle(self, item: Item, cap: int) -> Sample:
+        obj = self._load(item.path, cap)
         if not isinstance(obj, dict):
             raise SampleError(f"holds a {type(obj).__name__}, expected a dict of tensors")
         if self.family == "speculators-v0.4":
@@ -406,6 +451,11 @@ class DumpSet:
         k1, h = int(hs.shape[1]), int(hs.shape[2])
         aux = hs[:, :-1].reshape(t, (k1 - 1) * h)
         return Sample(item, "speculators", ids, mask, hs[:, -1], aux, notes=notes)
+
+
+def _declared(path: Path) -> int | None:
+    """The size a file declares before it is read: a gzip trailer's, else its size on disk."""
+    return gzip_declared_size(path) if path.name.endswith(".gz") else _size(path) or None
 
 
 def _size(path: Path) -> int:
