@@ -300,7 +300,7 @@ def finalize(
         trend_data = trend(hist, finish.trend_runs)
         trend_data["current"] = entry_id
     write_atomic(out / "summary.json", contract_json(summary))
-    write_atomic(out / "index.html", index_html(summary, trend_data))
+    write_atomic(out / "index.html", index_html(summary, trend_data, out))
     done = Finished(summary, exit_code, trend=trend_data)
     if finish.history is not None:
         try:
