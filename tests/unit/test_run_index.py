@@ -93,7 +93,8 @@ def test_one_row_per_drafter_with_its_first_cause_and_reference(tmp_path: Path) 
     )
     assert b.reference is not None and b.reference.value == 3.31 and b.reference_comparable
     assert b.verdicts == {"sglang": "loads fine, accepts little", "vllm": "broken"}  # 1.01 < 1.5: no healthy
-    assert rows["quiet"].cause_note == "06 not run" and rows["quiet"].acceptance.view == "trained view"
+    quiet = rows["quiet"].acceptance
+    assert rows["quiet"].cause_note == "06 not run" and quiet is not None and quiet.view == "trained view"
 
 
 def test_the_index_shows_no_green_verdict_beside_a_low_acceptance(tmp_path: Path) -> None:
