@@ -60,15 +60,25 @@ if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel w
     raise wrong_kernel
 from IPython.display import HTML
 
+# %% [markdown]
+# ## The answer: the causes, ranked
+#
+# Every cost is in acceptance length; a data cause's share of positions gets an estimate in
+# acceptance length beside it (explained under its card). The reference is the trained view's
+# acceptance length: what this drafter reaches when it runs as trained.
+# %% jupyter={"source_hidden": true}
+from eagle3_forensics.probe.why_next import why_next_steps
 from eagle3_forensics.runs.record import record_why
-from eagle3_forensics.views.causes import acceptance_explorer, ranking_html
+from eagle3_forensics.views.causes import (
+    acceptance_explorer,
+    ranking_html,
+    ranking_text,
+    reference_html,
+    why_next_html,
+)
 from eagle3_forensics.views.html import verdict_html
 from eagle3_forensics.views.why import why_low_acceptance
 
-# %% [markdown]
-# ## The causes, ranked
-
-# %% jupyter={"source_hidden": true}
 why = why_low_acceptance(
     checkpoint,
     target,
@@ -83,7 +93,12 @@ why = why_low_acceptance(
     lengths=lengths,
     device=device,
 )
-HTML(ranking_html(why.ranking))
+served = why.measured.served.acceptance_length if why.measured and why.measured.served else None
+trained = why.measured.trained.acceptance_length if why.measured and why.measured.trained else None
+HTML(
+    ranking_html(why.ranking, trained)
+    + reference_html(why.ranking, trained, why.measured.trained_source if why.measured else "")
+)
 
 # %% [markdown]
 # ## How it was measured
@@ -105,6 +120,20 @@ print(why.measured.note if why.measured is not None else "nothing was probed")
 HTML(verdict_html(why.diagnosis))
 
 # %% [markdown]
+# ## Next
+#
+# Per cause: what to do, the commands (they run in `notebooks/`, where a `make lab` terminal starts,
+# and write only into ignored places), and how to confirm the fix: the command, and which number
+# should move.
+
+# %%
+run_parameters = {
+    "checkpoint": checkpoint, "target": target, "engine": engine, "data": data, "launch": launch,
+    "prompts": prompts, "max_prompts": max_prompts, "max_new_tokens": max_new_tokens,
+}  # fmt: skip
+HTML(why_next_html(why_next_steps(why.ranking, run_parameters, served, trained)))
+
+# %% [markdown]
 # ## Explore
 #
 # Acceptance by segment (scaffold, reasoning, answer, tool call, when the probe splits it) and by
@@ -122,3 +151,4 @@ acceptance_explorer(why.by_length, segment=segment, length=length)
 
 # %%
 record_why(why)
+print("answer:", ranking_text(why.ranking).splitlines()[0])  # the answer where Run All leaves the view
