@@ -17,17 +17,11 @@
 # # 06 · Why is acceptance low?
 #
 # One drafter, one page: the **causes found, ranked by what each costs** in acceptance length —
-# measured before estimated, then by severity — each with its evidence and fix. The sources:
-#
-# * **checkpoint and engine**: 00's verdict (`diagnose` for the engine it is served on) and its
-#   measured cost, the live acceptance length under the engine's view against the trained view;
-# * **data provenance**, **template and mode**, **length**: `audit-data --target` over the drafter's
-#   training data, when `data` is given;
-# * **vocabulary**: the draft vocabulary against the tokens the target emits;
-# * **server settings**: the serving command (`launch`) and a live server (`server`), when given.
-#
-# A healthy drafter gets **no cause found** and the list of what was not checked. The parameters and
-# imports are folded away; the **Explore** section at the end picks a segment and a length.
+# measured before estimated, then by severity — each with its evidence and fix, then **Next**: the
+# command per cause and how to confirm it. Sources: 00's verdict for the engine served and the live
+# probe (checkpoint and engine), `audit-data --target` over the training data when `data` is given
+# (data provenance, template and mode, length), the draft vocabulary, and the serving command or a
+# live server when given. A healthy drafter gets **no cause found** and what was not checked.
 
 # %% jupyter={"source_hidden": true} tags=["parameters"]
 checkpoint = "../data/demo/drafters/d2t_absolute"  # drafter directory: config.json + weights
