@@ -37,7 +37,10 @@ def test_a_broken_drafter_gets_the_repair_and_how_to_confirm_it() -> None:
         in text
     )
     # and this notebook, on your drafter
-    assert f"papermill 00_triage.ipynb ../build/notebooks/triage.ipynb -k eagle3-forensics -p checkpoint {ckpt}" in text
+    assert (
+        f"papermill 00_triage.ipynb ../build/notebooks/triage.ipynb -k eagle3-forensics -p checkpoint {ckpt}"
+        in text
+    )
 
 
 def test_a_healthy_drafter_has_nothing_to_repair() -> None:
