@@ -33,8 +33,11 @@ data: setup  ## regenerate the deterministic demo world (trained target + drafte
 notebooks: setup  ## rewrite notebooks/NN_*.ipynb from their jupytext sources notebooks/NN_*.py (stable ids, no outputs)
 	$(PY) scripts/make_notebooks.py
 
-report: setup  ## every notebook over every demo drafter (configs/demo.yaml), gated by configs/demo_baseline.json -> reports/
+report: setup  ## every notebook over every demo drafter (configs/demo.yaml, the quick profile), gated by configs/demo_baseline.json -> reports/
 	$(PY) -m eagle3_forensics run --config configs/demo.yaml --out reports --baseline configs/demo_baseline.json
+
+report-full: setup  ## the same with the demo's full matrix (profiles.full: 04's served view, 06's length budgets) -> reports-full/
+	$(PY) -m eagle3_forensics run --config configs/demo.yaml --profile full --out reports-full --baseline configs/demo_baseline.json
 
 # The fast tier leaves out what is marked slow, notebooks or browser (and, as pyproject's addopts do,
 # the engine, loaders and gpu tiers, which have their own targets); test-all runs every test but those.
@@ -174,6 +177,6 @@ bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in
 	$(PY) benchmarks/bench_bounded.py
 
 clean:  ## remove build outputs (keeps .venv)
-	rm -rf reports build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf reports reports-full build .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup data notebooks report test test-all test-packaging test-cluster lint lab browser bench clean engine-env test-engine docs engine-drift engine-extract
+.PHONY: help setup data notebooks report report-full test test-all test-packaging test-cluster lint lab browser bench clean engine-env test-engine docs engine-drift engine-extract

@@ -47,6 +47,7 @@ chat_template_kwargs = None  # e.g. {"enable_thinking": False}
 lengths = [64, 256, 1024]  # prompt lengths in tokens; [] skips
 trained_length = None
 dumps = None  # e.g. "../data/demo/train/healthy"
+served_view = True  # the "as the server sees it" section (a second probe); False skips it (the quick report)
 
 # %% jupyter={"source_hidden": true}
 import importlib.util
@@ -224,36 +225,46 @@ from eagle3_forensics.views.probe import length_figure, length_table, segment_ta
 from eagle3_forensics.vocab.special import target_chat
 
 _chat = target_chat(target)
-served = probe_served(
-    checkpoint,
-    target,
-    prompts,
-    chat=_chat is not None and bool(_chat.template),
-    template_kwargs=chat_template_kwargs,
-    lengths=lengths,
-    trained_length=trained_length,
-    dumps=dumps,
-    prompts_per_length=1,
-    k=k,
-    max_new_tokens=max_new_tokens,
-    device=device,
-    engine=engine,
-    teacher_forced=False,
-    sweep=False,
+served = (
+    probe_served(
+        checkpoint,
+        target,
+        prompts,
+        chat=_chat is not None and bool(_chat.template),
+        template_kwargs=chat_template_kwargs,
+        lengths=lengths,
+        trained_length=trained_length,
+        dumps=dumps,
+        prompts_per_length=1,
+        k=k,
+        max_new_tokens=max_new_tokens,
+        device=device,
+        engine=engine,
+        teacher_forced=False,
+        sweep=False,
+    )
+    if served_view
+    else None
 )
-print(f"rendered with the chat template: {served.chat is not None}  {served.chat or ''}")
-seg_table = segment_table(served)
-if seg_table is not None:
-    show_table(seg_table)
+if served is None:
+    print("skipped (served_view=False)")
+else:
+    print(f"rendered with the chat template: {served.chat is not None}  {served.chat or ''}")
+    seg_table = segment_table(served)
+    if seg_table is not None:
+        show_table(seg_table)
 
 # %%
-len_table = length_table(served)
+len_table = None if served is None else length_table(served)
 if len_table is not None:
     show_table(len_table)
-length_figure(served)  # acceptance length against prompt length; nothing without lengths
+None if served is None else length_figure(served)  # acceptance against prompt length; nothing without lengths
 
 # %%
-record("served", {k_: served.to_dict().get(k_) for k_ in ("chat", "segments", "by_length")})
+record(
+    "served",
+    None if served is None else {k_: served.to_dict().get(k_) for k_ in ("chat", "segments", "by_length")},
+)
 
 # %% [markdown]
 # ## Next

@@ -17,17 +17,11 @@
 # # 06 · Why is acceptance low?
 #
 # One drafter, one page: the **causes found, ranked by what each costs** in acceptance length —
-# measured before estimated, then by severity — each with its evidence and fix. The sources:
-#
-# * **checkpoint and engine**: 00's verdict (`diagnose` for the engine it is served on) and its
-#   measured cost, the live acceptance length under the engine's view against the trained view;
-# * **data provenance**, **template and mode**, **length**: `audit-data --target` over the drafter's
-#   training data, when `data` is given;
-# * **vocabulary**: the draft vocabulary against the tokens the target emits;
-# * **server settings**: the serving command (`launch`) and a live server (`server`), when given.
-#
-# A healthy drafter gets **no cause found** and the list of what was not checked. The parameters and
-# imports are folded away; the **Explore** section at the end picks a segment and a length.
+# measured before estimated, then by severity — each with its evidence and fix, then **Next**: the
+# command per cause and how to confirm it. Sources: 00's verdict for the engine served and the live
+# probe (checkpoint and engine), `audit-data --target` over the training data when `data` is given
+# (data provenance, template and mode, length), the draft vocabulary, and the serving command or a
+# live server when given. A healthy drafter gets **no cause found** and what was not checked.
 
 # %% jupyter={"source_hidden": true} tags=["parameters"]
 checkpoint = "../data/demo/drafters/d2t_absolute"  # drafter directory: config.json + weights
@@ -60,15 +54,25 @@ if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel w
     raise wrong_kernel
 from IPython.display import HTML
 
+# %% [markdown]
+# ## The answer: the causes, ranked
+#
+# Every cost is in acceptance length; a data cause's share of positions gets an estimate in
+# acceptance length beside it (explained under its card). The reference is the trained view's
+# acceptance length: what this drafter reaches when it runs as trained.
+# %% jupyter={"source_hidden": true}
+from eagle3_forensics.probe.why_next import why_next_steps
 from eagle3_forensics.runs.record import record_why
-from eagle3_forensics.views.causes import acceptance_explorer, ranking_html
+from eagle3_forensics.views.causes import (
+    acceptance_explorer,
+    ranking_html,
+    ranking_text,
+    reference_html,
+    why_next_html,
+)
 from eagle3_forensics.views.html import verdict_html
 from eagle3_forensics.views.why import why_low_acceptance
 
-# %% [markdown]
-# ## The causes, ranked
-
-# %% jupyter={"source_hidden": true}
 why = why_low_acceptance(
     checkpoint,
     target,
@@ -83,7 +87,12 @@ why = why_low_acceptance(
     lengths=lengths,
     device=device,
 )
-HTML(ranking_html(why.ranking))
+served = why.measured.served.acceptance_length if why.measured and why.measured.served else None
+trained = why.measured.trained.acceptance_length if why.measured and why.measured.trained else None
+HTML(
+    ranking_html(why.ranking, trained)
+    + reference_html(why.ranking, trained, why.measured.trained_source if why.measured else "")
+)
 
 # %% [markdown]
 # ## How it was measured
@@ -110,6 +119,20 @@ print(why.measured_aux.summary(None) if why.measured_aux is not None else "train
 HTML(verdict_html(why.diagnosis))
 
 # %% [markdown]
+# ## Next
+#
+# Per cause: what to do, the commands (they run in `notebooks/`, where a `make lab` terminal starts,
+# and write only into ignored places), and how to confirm the fix: the command, and which number
+# should move.
+
+# %%
+run_parameters = {
+    "checkpoint": checkpoint, "target": target, "engine": engine, "data": data, "launch": launch,
+    "prompts": prompts, "max_prompts": max_prompts, "max_new_tokens": max_new_tokens,
+}  # fmt: skip
+HTML(why_next_html(why_next_steps(why.ranking, run_parameters, served, trained)))
+
+# %% [markdown]
 # ## Explore
 #
 # Acceptance by segment (scaffold, reasoning, answer, tool call, when the probe splits it) and by
@@ -127,3 +150,4 @@ acceptance_explorer(why.by_length, segment=segment, length=length)
 
 # %%
 record_why(why)
+print("answer:", ranking_text(why.ranking).splitlines()[0])  # the answer where Run All leaves the view

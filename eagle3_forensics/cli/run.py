@@ -16,7 +16,7 @@ def run(args: argparse.Namespace) -> int:
     from eagle3_forensics.runs.runner import load_config  # heavy: papermill, nbformat, jinja2, yaml
     from eagle3_forensics.runs.runner import run as run_config  # heavy: as above
 
-    config = load_config(args.config)
+    config = load_config(args.config, profile=args.profile)
     code = run_config(
         config,
         args.out,
@@ -51,6 +51,11 @@ def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "summary.json, index.html, regression gate",
     )
     ru.add_argument("--config", required=True, help="run configuration (YAML; see configs/demo.yaml)")
+    ru.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="lay the config's profiles.NAME over it (configs/demo.yaml: `full`, the whole demo matrix)",
+    )
     ru.add_argument(
         "--out", required=True, help="output directory (index.html, summary.json, one HTML per run)"
     )

@@ -41,6 +41,7 @@ import torch
 from eagle3_forensics.demo.world import VARIANTS
 from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.findings import Finding
+from eagle3_forensics.io.progress import progress
 from eagle3_forensics.probe.decode import GreedyRun, LiveRun, greedy_decode, speculative_decode
 from eagle3_forensics.probe.proposers import Eagle3Proposer, Proposer
 from eagle3_forensics.probe.teacher_forced import (
@@ -343,7 +344,7 @@ def _probe(
     assert gr is not None
     _warm_up(tm, model, prompt_ids[0])
     outputs: list[list[int]] = []
-    for prompt in prompt_ids:
+    for prompt in progress(prompt_ids, desc=f"probe ({engine})", unit="prompt"):
         if not reuse:
             greedy_decode(tm, prompt, max_new_tokens, gr)
         proposer = Eagle3Proposer(model, tm.vocab_size) if model is not None else drafter
@@ -425,7 +426,7 @@ def compare_variants(
         ids = _prompt_ids(tm, texts)
         greedy: GreedyRun | None = None
         rows: list[dict[str, Any]] = []
-        for name, path in items.items():
+        for name, path in progress(items.items(), desc="variants", total=len(items), unit="drafter"):
             for engine in engines:
                 row: dict[str, Any] = {"drafter": name, "engine": engine}
                 try:

@@ -46,6 +46,7 @@ _CONFIG_KEYS = {
     "drafters_from",
     "gate",
     "pools",
+    "profiles",  # read by load_config (apply_profile); config_from_dict ignores them
 }
 
 
@@ -81,6 +82,7 @@ class RunConfig:
     fingerprint: str = ""
     pools: dict[str, list[str]] = field(default_factory=dict)  # pool -> notebooks (the rest: DEFAULT_POOL)
     kernels: str = "fresh"  # "fresh": papermill/nbclient start each kernel; opt-in "warm": runs.warm
+    profile: str | None = None  # the config's `profiles.<name>` laid over it (load_config), if any
 
 
 def notebook_parameters(path: str | Path) -> dict[str, Any]:
@@ -162,8 +164,51 @@ def _config_names(value: Any, what: str) -> list[str]:
     return value
 
 
-def load_config(path: str | Path) -> RunConfig:
-    """Read a run configuration (YAML). Relative paths are relative to the config file."""
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, e.g. a container's or Slurm's share)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _workers(value: Any) -> int:
+    """``workers``: a number, or ``auto``: one per usable core plus one, which keeps every core busy
+    while a worker waits on a kernel start or renders HTML (docs/benchmarks.md "Notebook report")."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return usable_cores() + 1
+    return max(1, _config_number(value or 1, "workers", int))
+
+
+def _overlay(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` laid over ``base``: mappings merge key by key, any other value replaces."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _overlay(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def apply_profile(data: dict[str, Any], profile: str | None) -> dict[str, Any]:
+    """The parsed config without its ``profiles`` section, with ``profiles.<profile>`` laid over it.
+
+    Why: one file keeps the quick report (the top level, ``make report``) and the full matrix
+    (``profiles.full``, ``make report-full`` and CI) in step; a profile names only what differs."""
+    profiles = _mapping(data.get("profiles"), "profiles")
+    rest = {k: v for k, v in data.items() if k != "profiles"}
+    if profile is None:
+        return rest
+    if profile not in profiles:
+        known = ", ".join(sorted(profiles)) or "none"
+        raise BadArgumentsError(f"config has no profile {profile!r} (profiles: {known})")
+    over = _mapping(profiles[profile], f"profiles.{profile}")
+    if "profiles" in over:
+        raise UnusableInputError(f"config: profiles.{profile} cannot hold profiles")
+    return _overlay(rest, over)
+
+
+def load_config(path: str | Path, profile: str | None = None) -> RunConfig:
+    """Read a run configuration (YAML), with ``profiles.<profile>`` laid over it when given.
+    Relative paths are relative to the config file."""
     import yaml  # heavy: yaml
 
     p = Path(path)
@@ -173,7 +218,10 @@ def load_config(path: str | Path) -> RunConfig:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise UnusableInputError(f"unreadable run config {p}: {' '.join(str(exc).split())[:300]}") from None
-    return config_from_dict(_mapping(data, "the top level"), base=p.resolve().parent, source=str(p))
+    data = apply_profile(_mapping(data, "the top level"), profile)
+    config = config_from_dict(data, base=p.resolve().parent, source=str(p))
+    config.profile = profile
+    return config
 
 
 def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str | None = None) -> RunConfig:
@@ -210,7 +258,7 @@ def config_from_dict(data: dict[str, Any], base: str | Path = ".", source: str |
             _check_engines(params, f"{dname}/{n}")
             jobs.append(Job(dname, n, str(nb_dir / f"{n}.ipynb"), params, stem, pool_of.get(n, DEFAULT_POOL)))
     tolerance = _tolerance(data)
-    workers = _config_number(data.get("workers") or 1, "workers", int)
+    workers = _workers(data.get("workers"))
     kernels = str(data.get("kernels") or "fresh")
     if kernels not in KERNEL_MODES:
         raise UnusableInputError(f"config: kernels must be one of {', '.join(KERNEL_MODES)}, not {kernels!r}")
@@ -380,8 +428,10 @@ __all__ = [
     "KERNEL_MODES",
     "Job",
     "RunConfig",
+    "apply_profile",
     "config_fingerprint",
     "config_from_dict",
     "load_config",
     "notebook_parameters",
+    "usable_cores",
 ]

@@ -270,11 +270,6 @@ def _gate_findings(r: dict[str, Any], entry: dict[str, Any], fail: _Say, note: _
         for code in r.get("codes") or []:
             if code not in expected:
                 fail("new_error_finding", f"new finding {code} (severity not recorded)")
-    seen = set(r.get("codes") or [])
-    if r.get("verdict") is not None and r["status"] == "ok":
-        gone = sorted(expected - seen)
-        if gone:
-            note("finding_gone", f"expected finding(s) no longer reported: {', '.join(gone)}")
 
 
 def _gate_metrics(
@@ -324,6 +319,7 @@ def _missing_drafters(
     """Notes for drafters the reference has but this run did not measure."""
     for name, entry in entries.items():
         mine = [r for r in runs if r["drafter"] == name]
+        _findings_gone(gate, name, entry, mine, label)
         if not mine:
             gate.notes.append(GateProblem(name, None, "missing", f"in the {label} but not in this run"))
         elif entry.get("acceptance_length") and not any(
@@ -332,6 +328,30 @@ def _missing_drafters(
             gate.notes.append(
                 GateProblem(name, None, "missing", f"{label} has acceptance metrics; no run measured them")
             )
+
+
+def _findings_gone(
+    gate: Gate, drafter: str, entry: dict[str, Any], mine: Sequence[dict[str, Any]], label: str
+) -> None:
+    """One note per drafter when an expected finding is reported by none of its notebooks.
+
+    Why per drafter: ``expected_findings`` is the union over the drafter's notebooks, and each
+    notebook reports only its own part (06 the data findings, 01 none of them), so judged per
+    notebook every run would note the others' codes as gone. Only when every run of the drafter
+    went through, or a failed notebook would read as a finding that went away."""
+    if not mine or any(r.get("status") != "ok" for r in mine):
+        return
+    seen = {str(c) for r in mine for c in r.get("codes") or []}
+    gone = sorted(set(entry.get("expected_findings") or []) - seen)
+    if gone:
+        gate.notes.append(
+            GateProblem(
+                drafter,
+                None,
+                "finding_gone",
+                f"expected in the {label}, reported by none of its notebooks: {', '.join(gone)}",
+            )
+        )
 
 
 def _dedupe(items: list[Any]) -> list[Any]:

@@ -65,8 +65,10 @@ def finding_records(diagnosis: Any) -> list[dict[str, Any]]:
 
 
 def record_diagnosis(diagnosis: Any) -> None:
-    """Record ``verdict``, ``counts`` (by severity), ``codes`` and ``findings`` (code + severity + engine)."""
+    """Record ``verdict``, ``verdicts`` (per engine, for the run index's drafter rows), ``counts``
+    (by severity), ``codes`` and ``findings`` (code + severity + engine)."""
     record("verdict", diagnosis.verdict())
+    record("verdicts", {str(e): diagnosis.verdict(e) for e in diagnosis.engines})
     record("counts", diagnosis.counts())
     record("codes", list(dict.fromkeys(f.code for f in diagnosis.findings)))
     record("findings", finding_records(diagnosis))

@@ -19,9 +19,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from eagle3_forensics.views.html import VERDICT_COLOURS, esc
+from eagle3_forensics.runs.overview import (
+    LOW_ACCEPTANCE_LENGTH,
+    REFERENCE_DRAFTER,
+    acceptance_of,
+    drafter_rows,
+    shown_verdict,
+)
+from eagle3_forensics.views.html import esc
+from eagle3_forensics.views.run_index import CSS, drafter_table_html, run_table_html
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 
@@ -125,78 +132,46 @@ def run_header_html(res: dict[str, Any], run_name: str = "") -> str:
 def _fmt(x: Any, nd: int = 3) -> str:
     if x is None:
         return "–"
-    if isinstance(x, bool):
-        return str(x)
     if isinstance(x, float):
         return f"{x:.{nd}f}"
     return str(x)
 
 
-def _delta(x: Any, against: str = "previous", nd: int = 3) -> str:
-    if not isinstance(x, (int, float)) or isinstance(x, bool):
+def _banner(gate: dict[str, Any]) -> str:
+    e = esc
+    if not gate.get("baseline"):
+        return '<p class="banner muted">No baseline given: only notebook failures are gated.</p>'
+    if gate.get("passed"):
+        return f'<p class="banner pass">Regression gate <b>passed</b> against <code>{e(gate["baseline"])}</code>.</p>'
+    items = "".join(
+        f"<li>{e(p['drafter'])} · {e(p.get('notebook') or '–')}: {e(p['message'])}</li>"
+        for p in gate.get("problems") or []
+    )
+    return (
+        f'<div class="banner fail"><b>Regression gate FAILED</b> against <code>{e(gate["baseline"])}'
+        f"</code>:<ul>{items}</ul></div>"
+    )
+
+
+def _notes(gate: dict[str, Any]) -> str:
+    """The gate's notes (runs.gate keeps only those that tell something: a better figure, a
+    finding none of a drafter's notebooks reports, a drafter without a baseline entry)."""
+    notes = gate.get("notes") or []
+    if not notes:
         return ""
-    x = round(float(x), nd)
-    if x == 0:
-        return f' <span class="d same">(±0 vs {esc(against)})</span>'
-    cls = "up" if x > 0 else "down"
-    return f' <span class="d {cls}">({x:+.{nd}f} vs {esc(against)})</span>'
+    items = "".join(
+        f"<li>{esc(n['drafter'])} · {esc(n.get('notebook') or 'all notebooks')}: {esc(n['message'])}</li>"
+        for n in notes
+    )
+    return f"<details><summary>{len(notes)} gate note(s)</summary><ul>{items}</ul></details>"
 
 
-def _metrics_cell(r: dict[str, Any]) -> str:
-    m = r.get("metrics") or {}
-    ch = r.get("change") or {}
-    parts = []
-    if m.get("acceptance_length") is not None:
-        delta = _delta(ch.get("acceptance_length"))
-        for key, against in (("baseline", "baseline"), ("median", "median")):
-            base = (r.get("gate") or {}).get(f"acceptance_length_{key}")
-            if isinstance(base, (int, float)) and not isinstance(base, bool):
-                delta += _delta(float(m["acceptance_length"]) - base, against)
-        parts.append(f"AL <b>{esc(_fmt(m['acceptance_length']))}</b>{delta}")
-        pp = m.get("per_position") or []
-        if pp:
-            parts.append("per pos " + esc(" / ".join(f"{float(x):.2f}" for x in pp)))
-        if m.get("lossless") is False:
-            parts.append('<b class="bad">not lossless</b>')
-    if m.get("coverage") is not None:
-        parts.append(f"coverage {esc(_fmt(m['coverage']))}{_delta(ch.get('coverage'))}")
-    if m.get("vocab_kind") is not None:
-        parts.append(f"d2t <code>{esc(m['vocab_kind'])}</code>")
-    return "<br>".join(parts) or "–"
-
-
-def _gate_cell(r: dict[str, Any]) -> str:
-    g = r.get("gate") or {}
-    status = g.get("status", "not gated")
-    cls = {"pass": "ok", "fail": "bad"}.get(status, "muted")
-    out = f'<b class="{cls}">{esc(status)}</b>'
-    for p in g.get("problems") or []:
-        out += f'<div class="err">{esc(p)}</div>'
-    for n in g.get("notes") or []:
-        out += f'<div class="note">{esc(n)}</div>'
-    return out
-
-
-def _change_cell(r: dict[str, Any]) -> str:
-    ch = r.get("change")
-    if ch is None:
-        return ""
-    if ch.get("new"):
-        return '<div class="note">new in this run</div>'
-    out = []
-    if ch.get("status"):
-        out.append(f"status {esc(ch['status'])}")
-    if ch.get("errors"):
-        out.append(f"errors {ch['errors']:+d}")
-    if ch.get("codes_added"):
-        out.append("+ " + esc(", ".join(ch["codes_added"])))
-    if ch.get("codes_removed"):
-        out.append("− " + esc(", ".join(ch["codes_removed"])))
-    return f'<div class="note">{"<br>".join(out)}</div>' if out else ""
-
-
-def index_html(summary: dict[str, Any], trend: dict[str, Any] | None = None) -> str:
-    """The overview page of a run: one row per drafter × notebook, then (with ``trend``, see
+def index_html(
+    summary: dict[str, Any], trend: dict[str, Any] | None = None, out: str | Path | None = None
+) -> str:
+    """The overview page of a run: one row per drafter (:func:`~eagle3_forensics.runs.overview.drafter_rows`;
+    ``out``, the run's directory, holds the records it reads: 06's causes, 00's verdicts per engine),
+    then one row per drafter × notebook, then (with ``trend``, see
     :func:`eagle3_forensics.runs.history.trend`) the trend over the last runs; every string escaped.
 
     What differs between two runs of the same config on the same inputs (timings, workers,
@@ -205,49 +180,14 @@ def index_html(summary: dict[str, Any], trend: dict[str, Any] | None = None) -> 
     e = esc
     runs = summary.get("runs") or []
     gate = summary.get("gate") or {}
-    rows = []
-    for r in runs:
-        verdict = r.get("verdict")
-        colour = VERDICT_COLOURS.get(verdict or "", "#555")
-        v_html = f'<b style="color:{colour}">{e(verdict)}</b>' if verdict else "–"
-        link = f'<a href="{e(quote(r["html"]))}">report</a>' if r.get("html") else "–"
-        ok = r.get("status") == "ok"
-        status = f'<b class="{"ok" if ok else "bad"}">{e(r.get("status"))}</b>'
-        if r.get("error"):
-            status += f'<div class="err">{e(r["error"])}</div>'
-        c = r.get("counts") or {}
-        codes = "<br>".join(f"<code>{e(code)}</code>" for code in r.get("codes") or []) or "–"
-        cls = "row-fail" if (r.get("gate") or {}).get("status") == "fail" else ""
-        rows.append(
-            f'<tr class="{cls}"><td>{e(r.get("drafter"))}</td><td>{e(r.get("notebook"))}</td><td>{status}</td>'
-            f"<td>{v_html}</td>"
-            f'<td class="n">{e(_fmt(c.get("error")))}</td><td class="n">{e(_fmt(c.get("warning")))}</td>'
-            f'<td class="n">{e(_fmt(c.get("info")))}</td><td>{codes}</td><td>{_metrics_cell(r)}{_change_cell(r)}</td>'
-            f'<td>{_gate_cell(r)}</td><td class="n"><span class="v">{float(r.get("duration_s") or 0):.1f}</span></td>'
-            f"<td>{link}</td></tr>"
-        )
+    rows = drafter_rows(summary, out)
+    accs = [acceptance_of(r) for r in runs]
+    verdicts = [
+        shown_verdict(r.get("verdict"), None if a is None else a.value)
+        for r, a in zip(runs, accs, strict=True)
+    ]
+    reference = REFERENCE_DRAFTER if REFERENCE_DRAFTER in {r.drafter for r in rows} else None
     n_ok = sum(r.get("status") == "ok" for r in runs)
-    if gate.get("baseline"):
-        if gate.get("passed"):
-            banner = f'<p class="banner pass">Regression gate <b>passed</b> against <code>{e(gate["baseline"])}</code>.</p>'
-        else:
-            items = "".join(
-                f"<li>{e(p['drafter'])} · {e(p.get('notebook') or '–')}: {e(p['message'])}</li>"
-                for p in gate.get("problems") or []
-            )
-            banner = (
-                f'<div class="banner fail"><b>Regression gate FAILED</b> against <code>{e(gate["baseline"])}'
-                f"</code>:<ul>{items}</ul></div>"
-            )
-    else:
-        banner = '<p class="banner muted">No baseline given: only notebook failures are gated.</p>'
-    notes = gate.get("notes") or []
-    notes_html = ""
-    if notes:
-        items = "".join(
-            f"<li>{e(n['drafter'])} · {e(n.get('notebook') or '–')}: {e(n['message'])}</li>" for n in notes
-        )
-        notes_html = f"<details><summary>{len(notes)} gate note(s)</summary><ul>{items}</ul></details>"
     name = summary.get("name") or "run"
     title = f"eagle3-forensics · {name}"
     generated = summary.get("generated") or time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -258,39 +198,25 @@ def index_html(summary: dict[str, Any], trend: dict[str, Any] | None = None) -> 
 <html lang="en"><head><meta charset="utf-8">
 {_CSP_META}
 <title>{e(title)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
-table {{ border-collapse: collapse; }}
-th, td {{ border: 1px solid #ccc; padding: 0.35em 0.6em; vertical-align: top; text-align: left; }}
-th {{ background: #f3f3f3; position: sticky; top: 0; }}
-td.n {{ text-align: right; }}
-tr.row-fail td {{ background: #fdecea; }}
-.ok {{ color: #2e7d32; }} .bad {{ color: #c62828; }} .muted {{ color: #757575; }}
-.err {{ color: #c62828; font-size: 0.85em; max-width: 36em; }}
-.note {{ color: #555; font-size: 0.85em; max-width: 36em; }}
-.d.up {{ color: #2e7d32; }} .d.down {{ color: #c62828; }} .d.same {{ color: #757575; }}
-.banner {{ padding: 0.6em 1em; border-radius: 6px; }}
-img.trend {{ max-width: 100%; }}
-.banner.pass {{ background: #e8f5e9; }} .banner.fail {{ background: #fdecea; }} .banner.muted {{ background: #f3f3f3; }}
-</style></head><body>
+<style>{CSS}</style></head><body>
 <h1>{e(title)}</h1>
 <p>{e(summary.get("description") or "")}</p>
-<p>{n_ok}/{len(runs)} notebook runs ok · {len(summary.get("drafters") or [])} drafters ×
+{_banner(gate)}
+{drafter_table_html(rows, reference)}
+<p class="note">{n_ok}/{len(runs)} notebook runs ok · {len(summary.get("drafters") or [])} drafters ×
 {len(summary.get("notebooks") or [])} notebooks · config <code>{e(summary.get("config") or "–")}</code> ·
 generated <span class="v">{e(generated)}</span> · wall time <span class="v">{e(_fmt(summary.get("wall_s"), 1))}</span> s ·
 <span class="v">{e(summary.get("workers") or 1)}</span> worker(s){_shards_note(summary)} ·
-git <code>{e((summary.get("git") or "–")[:12])}</code> · <a href="summary.json">summary.json</a>{trend_link}</p>
-{banner}
-{notes_html}
-<table>
-<thead><tr><th>drafter</th><th>notebook</th><th>status</th><th>verdict</th><th>errors</th><th>warnings</th><th>info</th>
-<th>finding codes</th><th>key metrics (change)</th><th>gate</th><th>seconds</th><th>report</th></tr></thead>
-<tbody>
-{chr(10).join(rows)}
-</tbody></table>
+git <code>{e((summary.get("git") or "–")[:12])}</code> · <a href="summary.json">summary.json</a> ·
+<a href="#runs">every run</a>{trend_link}</p>
+{_notes(gate)}
+{run_table_html(runs, accs, verdicts)}
 {trend_section}
 <p class="note">{e(versions)}. Findings in deliberately broken drafters are results, not failures: the gate fails
-on notebook failures, acceptance below baseline − tolerance and error findings the baseline does not expect.</p>
+on notebook failures, acceptance below baseline − tolerance and error findings the baseline does not expect.
+Acceptance lengths name their view: the <i>engine view</i> loads the drafter as that engine does, the
+<i>trained view</i> as its writer meant it, <i>offline</i> scores it on its training dumps. A verdict
+beside an acceptance length below {LOW_ACCEPTANCE_LENGTH} reads <i>loads fine, accepts little</i>, never healthy.</p>
 </body></html>
 """
 

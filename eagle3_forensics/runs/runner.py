@@ -131,6 +131,8 @@ def run(
         if sh is None
         else f"shard {sh}: {len(jobs)} of {len(config.jobs)} notebook runs"
     )
+    if config.profile:
+        what += f", profile {config.profile}"
     say(
         f"eagle3-forensics run: {what}, {n_workers} worker(s), {settings['kernels']} kernels, "
         f"per-cell timeout {config.timeout}s -> {out}"

@@ -277,7 +277,7 @@ def finalize(
     }
     entry_id, trend_data = _history_section(summary, finish, hist)
     write_atomic(out / "summary.json", contract_json(summary))
-    write_atomic(out / "index.html", index_html(summary, trend_data))
+    write_atomic(out / "index.html", index_html(summary, trend_data, out))
     done = Finished(summary, exit_code, trend=trend_data)
     if finish.history is not None:
         done.history_entry = _append_history(finish.history, summary, entry_id, out)

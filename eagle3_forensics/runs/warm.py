@@ -72,6 +72,8 @@ PRELOAD: tuple[str, ...] = (
     "transformers.models.llama.configuration_llama",
     "transformers.models.auto.modeling_auto",
     "transformers.tokenization_utils_fast",
+    "pandas",  # every notebook's tables (views.html.show_table); 0.5 s CPU per kernel otherwise
+    "pandas.io.formats.style",
     "eagle3_forensics.checks.diagnose",
     "eagle3_forensics.checks.data",
     "eagle3_forensics.vocab.inputs",

@@ -27,16 +27,23 @@ PROBE_NOTEBOOK = "04_accept_rate_probe"
 PROBE_VIEWS = ("sglang", "vllm", "eagle", "speculators")
 
 
+#: where the suggested papermill lines write, relative to ``notebooks/``: git ignores ``build/``, so
+#: running a Next command leaves the checkout clean
+OUT_DIR = "../build/notebooks"
+
+
 def papermill_line(notebook: str, parameters: Mapping[str, Any], out: str | None = None) -> str:
-    """``papermill NB.ipynb OUT -k eagle3-forensics -p NAME VALUE ...``, run in ``notebooks/`` (the
-    kernel's working directory, which the notebooks' relative paths start from, as the repair and
-    diagnose commands next to it do). ``None`` values pass as ``None``, which papermill reads as
-    Python's ``None``."""
-    words = ["papermill", f"{notebook}.ipynb", out or f"{notebook.split('_', 1)[-1]}.ipynb"]
+    """``mkdir -p ../build/notebooks && papermill NB.ipynb ../build/notebooks/OUT -k eagle3-forensics
+    -p NAME VALUE ...``, run in ``notebooks/`` (the kernel's working directory, which the notebooks'
+    relative paths start from, as the repair and diagnose commands next to it do, and where a
+    ``make lab`` terminal starts). The executed copy goes to the ignored ``build/notebooks/``.
+    ``None`` values pass as ``None``, which papermill reads as Python's ``None``."""
+    name = out or f"{notebook.split('_', 1)[-1]}.ipynb"
+    words = ["papermill", f"{notebook}.ipynb", f"{OUT_DIR}/{name}"]
     words += ["-k", "eagle3-forensics"]
-    for name, value in parameters.items():
-        words += ["-p", name, "None" if value is None else str(value)]
-    return shlex.join(words)
+    for key, value in parameters.items():
+        words += ["-p", key, "None" if value is None else str(value)]
+    return f"mkdir -p {OUT_DIR} && {shlex.join(words)}"
 
 
 def diagnosis_for(checkpoint: Any, target: Any = None, engine: Any = "all") -> Diagnosis | None:
@@ -112,4 +119,4 @@ def next_html(notebook: str, parameters: Mapping[str, Any], diagnosis: Diagnosis
     return f'<ol class="e3f-next">{run}{fix}{confirm}</ol>'
 
 
-__all__ = ["diagnosis_for", "next_html", "papermill_line"]
+__all__ = ["OUT_DIR", "diagnosis_for", "next_html", "papermill_line"]

@@ -47,6 +47,7 @@ NOTEBOOKS = (
     "03_token_histograms.ipynb",
     "04_accept_rate_probe.ipynb",
     "05_offline_probe.ipynb",
+    "06_why_low_acceptance.ipynb",
 )
 #: JupyterLab user settings for a test: every cell is in the DOM (autosave, news and update checks are
 #: off by make lab's own defaults, scripts/jupyter_config: not set here, so the test checks them)
@@ -63,6 +64,8 @@ FIRST_SCREEN = {
     "03_token_histograms.ipynb": r"coverage",
     "04_accept_rate_probe.ipynb": r"acceptance length",
     "05_offline_probe.ipynb": r"simulated acceptance length",
+    # the answer: the acceptance length and the first cause (or none), with the reference beside it
+    "06_why_low_acceptance.ipynb": r"acceptance length \d\.\d{3}: (no cause found|\d+ cause\(s\); first: )",
 }
 DOCS_IMG = ROOT / "docs" / "img"
 
@@ -331,3 +334,22 @@ def test_05_sample_browser(jl: JupyterLabPage) -> None:
     assert jl.rows(samples) > 10 and "✓" in samples.inner_text()
     assert jl.problems() == [] and jl.errors == [], jl.state()
     print(f"05_offline_probe: Run All {took:.1f} s, whole test {time.monotonic() - t0:.1f} s")
+
+
+@pytest.mark.timeout(420)
+def test_06_why_answers_first_and_ends_with_next(jl: JupyterLabPage) -> None:
+    """06 over its default drafter (d2t_absolute, served on vLLM): the answer and its reference on the
+    first screen, evidence folded, a Next section whose repair command carries this run's paths, the
+    answer again where Run All leaves the view, the segment picker live with "all" once."""
+    took, why = run_live(jl, "06_why_low_acceptance.ipynb", "e3f-why")
+    first = jl.first_screen()
+    assert "D2T_ABSOLUTE" in first and "Reference:" in first and "trained view" in first, first[-800:]
+    text = jl.text()
+    assert "evidence (full JSON)" in text  # folded: a <details> summary
+    assert "eagle3-forensics repair ../data/demo/drafters/d2t_absolute --engine vllm" in text
+    assert "papermill 06_why_low_acceptance.ipynb ../build/notebooks/why.ipynb" in text
+    assert re.search(r"answer: acceptance length \d\.\d{3}: 1 cause", text)
+    segments = jl.options(why, nth=0)
+    assert segments.count("all") == 1, segments
+    assert jl.problems() == [] and jl.errors == [], jl.state()
+    print(f"06_why_low_acceptance: Run All {took:.1f} s")

@@ -125,3 +125,67 @@ def test_the_lab_kernel_shows_live_widgets_under_a_named_path(lab: Lab, tmp_path
         assert WIDGET_VIEW not in outputs[1]["data"] and "static" in outputs[1]["data"]["text/html"]
     finally:
         kernel.close()
+
+
+def _terminal_run(lab: Lab, command: str, until: str, timeout: float = 180) -> str:
+    """Type ``command`` into a new lab terminal (as a user pastes it); its output up to ``until``."""
+    import asyncio
+
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    name = lab.post("/api/terminals", {})["name"]
+
+    async def run() -> str:
+        url = lab.base.replace("http", "ws", 1) + f"/terminals/websocket/{name}"
+        conn = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {lab.token}"}))
+        await conn.write_message(json.dumps(["stdin", command + "\r"]))
+        seen = ""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while until not in seen and loop.time() < deadline:
+            raw = await asyncio.wait_for(conn.read_message(), deadline - loop.time())
+            if raw is None:
+                break
+            msg = json.loads(raw)
+            if msg[0] == "stdout":
+                seen += msg[1]
+        conn.close()
+        return seen
+
+    return asyncio.run(run())
+
+
+def test_a_lab_terminal_runs_the_next_commands_and_the_log_stays_quiet(lab: Lab) -> None:
+    """The venv's bin comes first in a lab terminal (it starts in the notebooks folder), so a Next
+    section's papermill line runs there pasted as shown, and writes into the ignored build/; the
+    server logs no trust or encryption warning for the notebooks and kernels it opened."""
+    from eagle3_forensics.views.next_steps import papermill_line
+
+    out = _terminal_run(lab, "command -v eagle3-forensics papermill; echo E3F-$((40 + 2))", "E3F-42")
+    found = [Path(w).resolve() for w in out.split() if w.endswith(("/eagle3-forensics", "/papermill"))]
+    venv_bin = Path(sys.executable).absolute().parent.resolve()  # not the python link's target
+    assert [p.parent for p in found] == [venv_bin, venv_bin], out
+    drafter = ROOT / "data" / "demo" / "drafters" / "healthy"
+    line = papermill_line("00_triage", {"checkpoint": str(drafter), "target": None, "max_prompts": 1})
+    out = _terminal_run(lab, f"{line} --log-level ERROR && echo E3F-RAN-$?", "E3F-RAN-0")
+    folder = Path(lab_folder(lab))
+    assert (folder.parent / "build" / "notebooks" / "triage.ipynb").is_file(), out
+    assert sorted(p.name for p in folder.iterdir() if p.suffix == ".ipynb") == ["00_triage.ipynb"]
+    kernel = LabKernel(lab, "00_triage.ipynb")
+    try:
+        kernel.execute("1 + 1")
+    finally:
+        kernel.close()
+    log = "".join(lab.output)
+    for noise in ("is not trusted", "without encryption", "is more recent than"):
+        assert noise not in log, log[-3000:]
+
+
+def lab_folder(lab: Lab) -> str:
+    """The folder the lab serves (its root_dir, as the contents API reports it)."""
+    _, body = lab.get("/api/contents?content=0")
+    args = [str(a) for a in lab.proc.args]  # type: ignore[union-attr]  # a list: start_lab's argv
+    root = args[args.index("--notebooks") + 1]
+    assert json.loads(body)["type"] == "directory"
+    return str(root)

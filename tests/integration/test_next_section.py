@@ -33,11 +33,14 @@ def test_a_broken_drafter_gets_the_repair_and_how_to_confirm_it() -> None:
     assert f"eagle3-forensics diagnose {out} --engine sglang --target {target}" in text
     # the copy, probed in 04 as SGLang loads it
     assert (
-        f"papermill 04_accept_rate_probe.ipynb probe.ipynb -k eagle3-forensics -p checkpoint {out} -p engine sglang"
+        f"papermill 04_accept_rate_probe.ipynb ../build/notebooks/probe.ipynb -k eagle3-forensics -p checkpoint {out} -p engine sglang"
         in text
     )
     # and this notebook, on your drafter
-    assert f"papermill 00_triage.ipynb triage.ipynb -k eagle3-forensics -p checkpoint {ckpt}" in text
+    assert (
+        f"papermill 00_triage.ipynb ../build/notebooks/triage.ipynb -k eagle3-forensics -p checkpoint {ckpt}"
+        in text
+    )
 
 
 def test_a_healthy_drafter_has_nothing_to_repair() -> None:
@@ -59,6 +62,8 @@ def test_no_drafter_directory_no_commands(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", ["dir with space/x", "it's", None])
 def test_the_papermill_line_is_one_shell_command(value: str | None) -> None:
     line = papermill_line("01_checkpoint_keys", {"checkpoint": value})
-    words = shlex.split(line)
-    assert words[:3] == ["papermill", "01_checkpoint_keys.ipynb", "checkpoint_keys.ipynb"]
+    mkdir, _, run = line.partition(" && ")
+    assert shlex.split(mkdir) == ["mkdir", "-p", "../build/notebooks"]  # git ignores build/
+    words = shlex.split(run)
+    assert words[:3] == ["papermill", "01_checkpoint_keys.ipynb", "../build/notebooks/checkpoint_keys.ipynb"]
     assert words[-3:] == ["-p", "checkpoint", "None" if value is None else value]

@@ -312,7 +312,14 @@ def test_gate_metrics_tolerances_and_findings() -> None:
     assert gate(_run(status="failed", findings=expected)) == ["notebook_failed"]
     gone = _run()
     g = evaluate_gate([gone], base)
-    assert g.passed and any("no longer reported" in n.message for n in g.notes)
+    assert g.passed and [n.message for n in g.notes] == [
+        "expected in the baseline, reported by none of its notebooks: D2T_MISSING"
+    ]
+    # judged per drafter: a notebook that does not report another notebook's finding is no news
+    g = evaluate_gate([_run(notebook="01"), _run(notebook="06", findings=expected)], base)
+    assert g.passed and g.notes == []
+    g = evaluate_gate([_run(notebook="01"), _run(notebook="06", status="failed")], base)
+    assert not any(n.kind == "finding_gone" for n in g.notes)  # a failure is no finding gone
     other = _run(drafter="new")
     g = evaluate_gate([other], base)
     assert g.passed and other["gate"]["notes"] == ["no baseline entry for this drafter"]

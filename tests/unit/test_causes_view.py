@@ -74,7 +74,22 @@ def test_explorer_picks_segment_and_length() -> None:
         ROWS, segment="tool_call", interactive=False
     ).static_html()  # not measured: all
     assert "2.5" in page and "1.4" in page
-    assert "segments: all, reasoning" in page and STATIC_NOTE in page
+    assert "segments: reasoning;" in page and STATIC_NOTE in page  # "all" is the picker's own, once
+
+
+def test_costs_in_acceptance_length_and_evidence_folded() -> None:
+    share = Finding("DATA_NOT_FROM_TARGET", Severity.WARNING, "m", evidence={"cost": {"share_of_positions": 0.2,
+                    "basis": "estimated", "how": "h"}, "detail": list(range(50))})  # fmt: skip
+    ranking = rank_causes(data=[share])
+    page = ranking_html(ranking, trained=3.0)
+    assert "20.0% of positions ≈ −0.400 acceptance length (estimated)" in page  # 0.2 × (3.0 − 1)
+    assert "<details>" in page and "evidence (full JSON)" in page and "49" in page
+    assert "≈ −" not in ranking_html(ranking)  # no trained view: no conversion
+    from eagle3_forensics.probe.why_next import why_next_steps
+
+    steps = why_next_steps(ranking, {"checkpoint": "d", "target": "t", "data": "train"}, 2.5, 3.0)
+    assert steps[0].confirm.startswith("eagle3-forensics audit-data train --target t")
+    assert "3.000" in steps[0].expect and "20.0%" in steps[0].expect
 
 
 def test_explorer_is_live_in_jupyterlab() -> None:
