@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from eagle3_forensics.cli.offline_common import (
     add_progress,
     add_sample_options,
+    report,
     scan_options,
-    unusable_error,
-    write_partial,
 )
-from eagle3_forensics.cli.output import emit_json
 from eagle3_forensics.errors import BadArgumentsError
 
 COMMAND = "audit-data"
@@ -47,20 +44,8 @@ def run(args: argparse.Namespace) -> int:
         template_kwargs=kwargs,
         labeller=labeller,
     )
-    if args.out:
-        write_partial(args.out, COMMAND, scan.to_dict(), getattr(args, "command_line", None))
     audit = finish_audit(scan)
-    payload: dict[str, Any] = audit.to_dict()
-    if args.out:
-        payload["partial"] = {"path": str(args.out), "shard": args.shard or "0/1"}
-    error = unusable_error(audit, payload["dir"])
-    if args.json:
-        emit_json(COMMAND, payload, audit.exit_code, error)
-    else:
-        print(render_audit(audit))
-    if error is not None:
-        sys.stderr.write(f"eagle3-forensics: {error['message']}\n")
-    return audit.exit_code
+    return report(args, COMMAND, scan.to_dict(), audit, "dir", lambda: render_audit(audit))
 
 
 def _template_kwargs(text: str | None) -> dict[str, Any] | None:

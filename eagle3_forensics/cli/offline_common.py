@@ -7,10 +7,11 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from eagle3_forensics.cli.output import envelope, error_object, strict
+from eagle3_forensics.cli.output import emit_json, envelope, error_object, strict
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.io.dumps.options import ScanOptions
 from eagle3_forensics.io.shard import parse_pair
@@ -135,6 +136,31 @@ def unusable_error(result: Any, path: str | None) -> dict[str, Any] | None:
     """
     reason = result.unusable_reason
     return None if reason is None else error_object(UnusableInputError(reason, path=path))
+
+
+def report(
+    args: argparse.Namespace,
+    command: str,
+    counts: dict[str, Any],
+    result: Any,
+    where: str,
+    render: Callable[[], str],
+) -> int:
+    """The end both commands share: the partial file (``--out``), then the JSON envelope or the
+    rendered text, and a result that measured nothing named on stderr. Returns the exit code."""
+    if args.out:
+        write_partial(args.out, command, counts, getattr(args, "command_line", None))
+    payload: dict[str, Any] = result.to_dict()
+    if args.out:
+        payload["partial"] = {"path": str(args.out), "shard": args.shard or "0/1"}
+    error = unusable_error(result, payload[where])
+    if args.json:
+        emit_json(command, payload, result.exit_code, error)
+    else:
+        print(render())
+    if error is not None:
+        sys.stderr.write(f"eagle3-forensics: {error['message']}\n")
+    return int(result.exit_code)
 
 
 def single_run_json(

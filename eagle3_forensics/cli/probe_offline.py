@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from eagle3_forensics.cli.offline_common import (
     add_progress,
     add_sample_options,
+    report,
     scan_options,
-    unusable_error,
-    write_partial,
 )
-from eagle3_forensics.cli.output import emit_json
 
 COMMAND = "probe-offline"
 
@@ -32,20 +29,10 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         bucket=args.bucket,
     )
-    if args.out:
-        write_partial(args.out, COMMAND, counts.to_dict(), getattr(args, "command_line", None))
     result = finish_probe(counts)
-    payload: dict[str, Any] = result.to_dict()
-    if args.out:
-        payload["partial"] = {"path": str(args.out), "shard": args.shard or "0/1"}
-    error = unusable_error(result, payload["data"])
-    if args.json:
-        emit_json(COMMAND, payload, result.exit_code, error)
-    else:
-        print(render_offline_probe(result, counts.seconds))
-    if error is not None:
-        sys.stderr.write(f"eagle3-forensics: {error['message']}\n")
-    return result.exit_code
+    return report(
+        args, COMMAND, counts.to_dict(), result, "data", lambda: render_offline_probe(result, counts.seconds)
+    )
 
 
 def add_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
