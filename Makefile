@@ -44,7 +44,7 @@ report-full: setup  ## the same with the demo's full matrix (profiles.full: 04's
 FAST_TIER := not slow and not notebooks and not browser and not engine and not loaders and not gpu and not packaging
 PYTEST_ARGS ?=
 
-test: setup  ## the fast tier while editing: lint, type-check, unit + fast integration tests (<= 3 min on 2 cores)
+test: setup  ## the fast tier while editing: lint, type-check, unit + fast integration tests (<= 2 min on 2 cores)
 	$(VENV)/bin/ruff check eagle3_forensics tests benchmarks scripts notebooks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -m "$(FAST_TIER)" $(PYTEST_ARGS)

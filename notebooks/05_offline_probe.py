@@ -35,15 +35,10 @@ explore_sample = (
 )
 
 # %% jupyter={"source_hidden": true}
-import importlib.util
+# No module named 'eagle3_forensics'? This kernel lacks it: choose Kernel › Change Kernel › eagle3-forensics
+from eagle3_forensics.runs.kernel import require_notebook_kernel
 
-if importlib.util.find_spec("eagle3_forensics") is None:  # opened on a kernel without the package
-    wrong_kernel = ModuleNotFoundError(
-        "this kernel lacks eagle3_forensics: choose Kernel › Change Kernel › eagle3-forensics"
-        " (or open the notebooks with `make lab`)"
-    )
-    wrong_kernel._render_traceback_ = [str(wrong_kernel)].copy  # type: ignore[attr-defined]  # IPython shows this one line
-    raise wrong_kernel
+require_notebook_kernel()
 # %matplotlib inline
 from IPython.display import HTML
 

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 
 # (tokens that start the program, engine, how the program is named in reports). `python -m M` is
@@ -199,6 +197,8 @@ def read_yaml_mapping(path: str, flag: str, base: Path | None = None) -> tuple[P
         raise UnusableInputError(f"--launch: {flag} {path} does not exist", path=str(p)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UnusableInputError(f"--launch: cannot read {flag} {path}: {exc}", path=str(p)) from None
+    import yaml  # heavy: yaml (~50 ms; only a --launch options file needs it, diagnose's start does not)
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

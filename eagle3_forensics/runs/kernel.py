@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from eagle3_forensics import extras
+
 KERNEL_NAME = "eagle3-forensics"
 DISPLAY_NAME = "eagle3-forensics (.venv)"
 
@@ -73,4 +75,32 @@ def kernel_env() -> dict[str, str]:
     return {"JUPYTER_PATH": os.pathsep.join([str(_private_dir), *current])}
 
 
-__all__ = ["DISPLAY_NAME", "KERNEL_NAME", "installed_python", "kernel_env", "kernelspec"]
+def require_notebook_kernel() -> None:
+    """The first call of every notebook: stop in one line when this kernel cannot run the notebooks.
+
+    A kernel with the package but without the ``notebooks`` extra (another environment's kernel with
+    an old install, say) gets IPython's ``UsageError``, which IPython shows as its one line, no
+    traceback (``IPython.core.error``, public). A kernel without the package never gets here: the
+    import of this function fails, and the comment on that import line in the notebook, which
+    IPython shows with the error, says how to switch.
+    """
+    try:
+        extras.require("notebooks", "the notebooks")
+    except extras.MissingExtraError as exc:
+        hint = f"choose Kernel › Change Kernel › {KERNEL_NAME} (or open the notebooks with `make lab`)"
+        message = f"this kernel lacks {exc.module}, which the notebooks need: {hint}"
+        try:
+            from IPython.core.error import UsageError  # optional: IPython (every Jupyter kernel has it)
+        except ImportError:
+            raise exc from None
+        raise UsageError(message) from None
+
+
+__all__ = [
+    "DISPLAY_NAME",
+    "KERNEL_NAME",
+    "installed_python",
+    "kernel_env",
+    "kernelspec",
+    "require_notebook_kernel",
+]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -127,20 +128,44 @@ def _import_cell(notebook: Path) -> str:
     return str(next(c.source for c in nb.cells[params + 1 :] if c.cell_type == "code"))
 
 
+GUARD = "from eagle3_forensics.runs.kernel import require_notebook_kernel\n\nrequire_notebook_kernel()\n"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 @pytest.mark.parametrize("notebook", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.stem[:2])
 def test_a_kernel_without_the_package_says_how_to_switch(kernel: Any, notebook: Path) -> None:
-    """The import cell on a kernel that lacks eagle3_forensics: one line naming the kernel, nothing else."""
+    """The import cell on a kernel that lacks eagle3_forensics: Python's own error, and the line above
+    the failing import (shown with it) names the kernel to switch to; nothing else runs."""
     cell = _import_cell(notebook)
-    assert cell.startswith("import importlib.util\n")  # before %matplotlib and any other import
+    first, guard = cell.split("\n", 1)
+    assert first.startswith("# No module named 'eagle3_forensics'?") and guard.startswith(GUARD), cell
     hide = "import sys; saved = sys.modules.get('eagle3_forensics'); sys.modules['eagle3_forensics'] = None"
-    shown(run(kernel, hide))  # find_spec now answers None, as in a kernel without the package
+    shown(run(kernel, hide))  # the import now fails, as in a kernel without the package
     try:
         msgs = run(kernel, cell)
     finally:
         shown(run(kernel, "sys.modules['eagle3_forensics'] = saved"))
     outputs = [m for m in msgs if m["msg_type"] in ("error", "stream", "display_data", "execute_result")]
     assert len(outputs) == 1 and outputs[0]["msg_type"] == "error", outputs
-    assert outputs[0]["content"]["traceback"] == [
-        "this kernel lacks eagle3_forensics: choose Kernel › Change Kernel › eagle3-forensics"
-        " (or open the notebooks with `make lab`)"
-    ]
+    assert outputs[0]["content"]["ename"] == "ModuleNotFoundError"
+    text = ANSI.sub("", "\n".join(outputs[0]["content"]["traceback"]))
+    assert "choose Kernel › Change Kernel › eagle3-forensics" in text, text
+
+
+def test_a_kernel_without_the_notebooks_extra_stops_in_one_line(kernel: Any) -> None:
+    """The package without pandas (another environment's kernel): one line naming it, no traceback."""
+    hide = "import sys; saved = sys.modules.get('pandas'); sys.modules['pandas'] = None"
+    shown(run(kernel, hide))
+    try:
+        msgs = run(kernel, GUARD)
+    finally:
+        shown(run(kernel, "sys.modules['pandas'] = saved"))
+    outputs = [m for m in msgs if m["msg_type"] in ("error", "stream", "display_data", "execute_result")]
+    assert len(outputs) == 1, outputs
+    # IPython shows a UsageError as this one line: a stderr stream, or an error whose traceback is the line
+    content = outputs[0]["content"]
+    line = content["text"] if outputs[0]["msg_type"] == "stream" else "\n".join(content["traceback"]) + "\n"
+    assert line == (
+        "UsageError: this kernel lacks pandas, which the notebooks need: "
+        "choose Kernel › Change Kernel › eagle3-forensics (or open the notebooks with `make lab`)\n"
+    )

@@ -78,6 +78,7 @@ def _rerun(command: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.skipif(not PREP.is_dir(), reason="demo data not generated (make data)")
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # a killed subprocess run, ~50 s: make test-all
 def test_offline_partial_killed_while_written(tmp_path: Path) -> None:
     pytest.importorskip("torch")  # audit-data: the probe extra
     pytest.importorskip("pyarrow")  # the prep dir is an Arrow dataset: the offline extra

@@ -97,6 +97,7 @@ def run_measured(*args: str) -> tuple[int, dict, str, int]:
 
 
 @pytest.mark.skipif(not SPECFORGE.is_dir(), reason="demo dumps not generated (make data)")
+@pytest.mark.slow  # a subprocess each over large hostile dumps, ~20 s: make test-all
 @pytest.mark.parametrize("command", ["audit-data", "probe-offline"])
 def test_hostile_dumps_end_cleanly_with_bounded_memory(tmp_path: Path, command: str) -> None:
     pytest.importorskip("torch")  # both commands need the probe extra

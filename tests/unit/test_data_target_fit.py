@@ -24,6 +24,9 @@ from eagle3_forensics.probe.offline.teacher import GreedyLabeller
 from eagle3_forensics.vocab.chat import load_chat_template
 from eagle3_forensics.vocab.renderings import classify, outcome, renderings
 
+# generating five chat data sets with a real target is minutes of CPU (the fixture `world`): make test-all
+pytestmark = pytest.mark.slow
+
 OTHER_TEMPLATE = (  # the same markers with a newline after each: not byte-identical to the target's
     "{%- for m in messages -%}"
     "{%- if m.role == 'user' -%}<|user|>{{ m.content }}<|end|>{{ '\\n' }}"

@@ -132,3 +132,16 @@ def test_require_and_translated(monkeypatch: pytest.MonkeyPatch) -> None:
     # a missing module that is no extra's is a bug: not translated
     with pytest.raises(ModuleNotFoundError), extras.translated("'x'"):
         import eagle3_forensics_no_such_module  # noqa: F401
+
+
+def test_the_notebooks_kernel_guard_names_what_the_kernel_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``require_notebook_kernel`` (each notebook's first call): silent here, one line without pandas."""
+    usage_error = pytest.importorskip("IPython.core.error").UsageError
+    from eagle3_forensics.runs.kernel import require_notebook_kernel
+
+    require_notebook_kernel()
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(
+        usage_error, match=r"^this kernel lacks pandas, which the notebooks need: choose Kernel"
+    ):
+        require_notebook_kernel()
