@@ -26,7 +26,7 @@ of a release.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from eagle3_forensics.engines.proof import Citation, Proof
@@ -84,8 +84,10 @@ class TargetRow:
     first_id: int = 0
     # what an id below first_id does for this class, when it differs from the table's below_first
     failure_text: str = ""
-    # the first release inside the record's range that registers these architectures (empty: all)
+    # the first release inside the record's range where the row holds (empty: the whole range) ...
     since: str = ""
+    # ... and what the classes are before it (None: not registered yet)
+    before: Capture | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "capture", Capture(self.capture))
@@ -96,6 +98,12 @@ class TargetRow:
             raise ValueError(f"target row {self.where!r}: first_id is 0, or 1 for a capturing class")
         if self.since:
             version_key(self.since)  # a version, or ValueError when the record is read
+        if self.before is not None:
+            object.__setattr__(self, "before", Capture(self.before))
+            if not self.since or self.before.captures:
+                raise ValueError(
+                    f"target row {self.where!r}: 'before' needs 'since' and names a non-capturing state"
+                )
 
 
 @dataclass(frozen=True)
@@ -142,7 +150,12 @@ class TargetTable:
         """The row of ``architecture`` (``None``: not registered, or not yet at ``version``)."""
         row = self._index.get(architecture) if architecture else None
         if row is not None and row.since and version and version_key(version) < version_key(row.since):
-            return None
+            if row.before is None:
+                return None
+            where = f"{row.where}, before {row.since}"
+            return replace(
+                row, capture=row.before, first_id=0, failure_text="", since="", before=None, where=where
+            )
         return row
 
     def failure(self, row: TargetRow) -> Failure | None:
