@@ -41,10 +41,17 @@ class Capture(StrEnum):
     NO_INTERFACE = "no_interface"
     NEVER = "never"
     BYPASSED = "bypassed"
+    # the ids are handed to a model outside the engine (SGLang's MindSpore backend): it may capture, but
+    # which range is not decidable from the engine's code
+    EXTERNAL = "external"
 
     @property
     def captures(self) -> bool:
         return self in (Capture.THROUGH_N, Capture.BELOW_N)
+
+    @property
+    def decidable(self) -> bool:
+        return self is not Capture.EXTERNAL
 
     def range_text(self) -> str:
         return {
@@ -53,6 +60,7 @@ class Capture(StrEnum):
             Capture.NO_INTERFACE: "none (no EAGLE-3 capture interface)",
             Capture.NEVER: "none (declared, never captured)",
             Capture.BYPASSED: "none (the class's own forward skips the capture)",
+            Capture.EXTERNAL: "decided by the external model the ids are handed to",
         }[self]
 
 
@@ -159,8 +167,8 @@ class TargetTable:
         return row
 
     def failure(self, row: TargetRow) -> Failure | None:
-        """What the user sees for a class that cannot capture (``None``: it captures)."""
-        if row.capture.captures:
+        """What the user sees for a class that cannot capture (``None``: it captures, or it is not decidable)."""
+        if row.capture.captures or not row.capture.decidable:
             return None
         if row.capture is Capture.NEVER:
             return self.never_failure

@@ -32,3 +32,15 @@ def test_qwen3_5_text_gains_the_capture_in_0_5_22(arch: str, tmp_path: Path) -> 
 def test_a_class_registered_later_in_the_range_is_unregistered_before() -> None:
     assert read_target(resolve_release("sglang==0.5.19"), "Cosmos3ForConditionalGeneration").row is None
     assert read_target(resolve_release("sglang==0.5.20"), "Cosmos3ForConditionalGeneration").row is not None
+
+
+@pytest.mark.parametrize("engine", ["sglang==0.5.11", "sglang==0.5.23"])
+def test_mindspore_is_unknown_and_says_why(engine: str, tmp_path: Path) -> None:
+    """MindSporeForCausalLM hands the ids untouched to the MindSpore model: undecidable from SGLang's code."""
+    row = read_target(resolve_release(engine), "MindSporeForCausalLM").row
+    assert row is not None and row.capture is Capture.EXTERNAL
+    target = build_target(tmp_path / "t", architectures=["MindSporeForCausalLM"])
+    d = diagnose(build_drafter(tmp_path / "d"), target=target, engines=[engine])
+    (f,) = [x for x in d.findings if x.code == "TARGET_CLASS_UNKNOWN"]
+    assert "outside the engine" in f.message and "mindspore.py" in f.message
+    assert not [x for x in d.findings if x.code == "TARGET_NO_EAGLE3_CAPTURE"]
