@@ -134,6 +134,9 @@ class TargetTable:
     conversion: str = "ids used as given"  # how the ids read become captured ids
     # why a class the release does not register cannot be judged (what the release would do instead)
     unlisted_why: str = ""
+    # where an unregistered class ends up when that is decidable (SGLang: its Transformers backend, which
+    # has no capture interface): such a class is judged as ``unlisted`` there instead of unknown
+    unlisted_where: str = ""
     _index: dict[str, TargetRow] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -157,6 +160,8 @@ class TargetTable:
     def row(self, architecture: str | None, version: str | None = None) -> TargetRow | None:
         """The row of ``architecture`` (``None``: not registered, or not yet at ``version``)."""
         row = self._index.get(architecture) if architecture else None
+        if row is None and architecture and self.unlisted_where and not self.unlisted.captures:
+            return TargetRow((architecture,), self.unlisted, self.unlisted_where)
         if row is not None and row.since and version and version_key(version) < version_key(row.since):
             if row.before is None:
                 return None

@@ -44,3 +44,15 @@ def test_mindspore_is_unknown_and_says_why(engine: str, tmp_path: Path) -> None:
     (f,) = [x for x in d.findings if x.code == "TARGET_CLASS_UNKNOWN"]
     assert "outside the engine" in f.message and "mindspore.py" in f.message
     assert not [x for x in d.findings if x.code == "TARGET_NO_EAGLE3_CAPTURE"]
+
+
+@pytest.mark.parametrize("engine", ["sglang==0.5.11", "sglang==0.5.23"])
+def test_an_unregistered_class_goes_to_the_transformers_backend_and_is_refused(
+    engine: str, tmp_path: Path
+) -> None:
+    """A class that is no EntryClass is served by SGLang's Transformers backend, which cannot capture."""
+    target = build_target(tmp_path / "t", architectures=["NotAnEntryClassForCausalLM"])
+    d = diagnose(build_drafter(tmp_path / "d"), target=target, engines=[engine])
+    (f,) = [x for x in d.findings if x.code == "TARGET_NO_EAGLE3_CAPTURE"]
+    assert f.evidence["failure"] == "startup_refusal" and "Transformers backend" in f.message
+    assert not [x for x in d.findings if x.code == "TARGET_CLASS_UNKNOWN"]

@@ -214,8 +214,13 @@ def test_unknown_class_is_said_once_as_info(tmp_path: Path) -> None:
     )
     (f,) = hits(d, "TARGET_CLASS_UNKNOWN")
     assert f.severity is Severity.INFO and f.engine is None
-    assert set(f.evidence["releases"]) == {"vllm 0.34.0", "sglang 0.5.23"}
+    assert set(f.evidence["releases"]) == {
+        "vllm 0.34.0"
+    }  # vLLM may serve it through Transformers: undecidable
     assert not any("not in the table" in x.message for x in d.findings)
+    # SGLang's Transformers backend has no capture interface: decidable, a start-up refusal
+    (sg,) = hits(d, "TARGET_NO_EAGLE3_CAPTURE", "sglang")
+    assert sg.severity is Severity.ERROR
 
 
 # -- order ----------------------------------------------------------------------------------------------
