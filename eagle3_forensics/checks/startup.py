@@ -24,6 +24,7 @@ from eagle3_forensics.engines.startup import (
     RunnerRule,
     StartupRules,
 )
+from eagle3_forensics.engines.verify import Effect, verify_rules_for
 from eagle3_forensics.findings import Finding, Severity
 from eagle3_forensics.io.config import EAGLE
 
@@ -36,11 +37,17 @@ def check_startup(
 ) -> list[Finding]:
     """Every start-up finding for ``launch`` under ``rules`` (none for a release without start-up rules)."""
     startup = rules.startup
-    if startup is None or launch.method_used is None:
+    if launch.method_used is None:
         return []
+    lossy = list(_lossy_verification(launch, rules))
+    if startup is None:
+        return lossy
     runner, why = runner_for(startup, launch, rules)
     found = [
+        *lossy,
         *_refused_keys(startup, launch, rules),
+        *_refused_values(startup, launch, rules),
+        *_method_options(startup, launch, rules),
         *_environment(startup, launch, rules),
         *_parallel_drafting(ctx, startup, launch, rules),
         *_speculators(ctx, startup, launch, rules, base or Path.cwd()),
@@ -118,6 +125,77 @@ def _refused_keys(startup: StartupRules, launch: LaunchSettings, rules: LaunchRu
             f"Remove '{key}' from --speculative-config.",
             key=key,
             outcome="refused",
+        )
+
+
+def _refused_values(startup: StartupRules, launch: LaunchSettings, rules: LaunchRules) -> Iterator[Finding]:
+    """Fields SpeculativeConfig has but refuses when set (vLLM: ``tensor_parallel_size``)."""
+    config = launch.speculative_config or {}
+    for key, error in startup.refused_values:
+        if config.get(key) is not None:
+            yield _fail(
+                launch,
+                rules,
+                "refused_values",
+                f"{_name(rules)} refuses to start: '{key}' is set in --speculative-config, and its "
+                f"SpeculativeConfig raises ({error}).",
+                f"Remove '{key}' from --speculative-config (for the draft's tensor parallelism: "
+                "draft_tensor_parallel_size)."
+                if key == "tensor_parallel_size"
+                else f"Remove '{key}'.",
+                key=key,
+                outcome="refused",
+            )
+
+
+def _method_options(startup: StartupRules, launch: LaunchSettings, rules: LaunchRules) -> Iterator[Finding]:
+    """Method-specific options an EAGLE-3 launch may not set (the eagle3 speculator does not support them)."""
+    if launch.method_used not in rules.eagle3_methods:
+        return
+    config = launch.speculative_config or {}
+    for key in startup.eagle3_refused_options:
+        if config.get(key) is not None:
+            yield _fail(
+                launch,
+                rules,
+                "method_options",
+                f"{_name(rules)} refuses to start: '{key}' is an option of other speculative methods, and "
+                f"the eagle3 speculator does not list it in its supported_options "
+                f"(ValueError: {key} is not supported with speculative method '{launch.method_used}').",
+                f"Remove '{key}' from --speculative-config.",
+                key=key,
+                outcome="refused",
+            )
+
+
+def _lossy_verification(launch: LaunchSettings, rules: LaunchRules) -> Iterator[Finding]:
+    """Verification settings of the command whose acceptance is not the drafter's (engines/verify.py)."""
+    verify = verify_rules_for(launch.engine, rules.last if rules.pinned else None)
+    config = launch.speculative_config or {}
+    if verify is None or not config:
+        return
+    for knob in verify.knobs:
+        if knob.key not in config:
+            continue
+        value = knob.judge(config[knob.key])
+        if value.effect is not Effect.LOSSY:
+            continue
+        yield Finding(
+            "VERIFY_MODE_LOSSY",
+            Severity.WARNING,
+            f"{_name(rules)} verifies lossily with this command: {knob.key}={value.value!r} ({value.why}). "
+            "Its acceptance will not be the drafter's: no figure the server reports measures the drafter.",
+            engine=launch.engine,
+            evidence={
+                "launch_release": launch.launch_release,
+                "verify_release": verify.release,
+                "setting": knob.setting,
+                "key": knob.key,
+                "value": value.value,
+                "affects_greedy_requests": value.greedy,
+                "sources": list(verify.sources),
+            },
+            fix=f"Launch with {knob.fix} to measure the drafter." if knob.fix else None,
         )
 
 

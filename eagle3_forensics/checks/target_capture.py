@@ -28,6 +28,7 @@ def check_target_capture(ctx: Context) -> Iterator[Finding]:
     if arch is None:
         return
     unknown: list[str] = []
+    undecided: list[str] = []
     for rules in ctx.releases:
         reading = read_target(rules, arch)
         if reading.table is None:
@@ -36,6 +37,11 @@ def check_target_capture(ctx: Context) -> Iterator[Finding]:
             unknown.append(reading.table.release)
             continue
         if reading.row.capture.captures:
+            continue
+        if not reading.row.capture.decidable:
+            undecided.append(
+                f"{reading.table.release} ({reading.row.where}: {reading.row.capture.range_text()})"
+            )
             continue
         yield _no_capture(ctx, rules.name, f"{rules.display} ({rules.release}", reading)
     if unknown:
@@ -51,6 +57,16 @@ def check_target_capture(ctx: Context) -> Iterator[Finding]:
             "states is not known here; its capture range is taken as each release's general rule."
             + (f" {why}" if why else ""),
             evidence={"target_architecture": arch, "releases": unknown, "source": _source(ctx)},
+        )
+
+    if undecided:
+        yield Finding(
+            "TARGET_CLASS_UNKNOWN",
+            Severity.INFO,
+            f"Target class {arch!r} hands the aux-layer ids to a model outside the engine in "
+            f"{'; '.join(undecided)}: whether and which layers it captures is decided there, not in the engine's "
+            "code, so it is not known here.",
+            evidence={"target_architecture": arch, "releases": undecided, "source": _source(ctx)},
         )
 
 

@@ -162,6 +162,7 @@ class LaunchRules:
     normalise_config_keys: bool = False  # `-` in JSON keys read as `_` (vLLM create_speculative_config)
     method_case: MethodCase = MethodCase.EXACT
     method_choices: tuple[str, ...] | None = None  # any other value is refused at startup
+    method_refusal: str = ""  # how the release refuses another value ("": the parser's choices)
     method_aliases: tuple[tuple[str, str], ...] = ()  # (written, used): SGLang NEXTN -> EAGLE
     eagle3_methods: tuple[str, ...] = ()
     eagle_methods: tuple[str, ...] = ()  # EAGLE-1/2: an EAGLE-3 drafter served as EAGLE (acceptance ~1.0)
@@ -516,7 +517,9 @@ def _resolve_method(out: LaunchSettings, rules: LaunchRules, speculative: bool) 
                 else (*rules.method_choices[:11], "...")
             )
             out.method_refused = (
-                f"{written!r} is not one of its choices {', '.join(shown)} "
+                f"{written!r} is not one of its methods {', '.join(shown)} ({rules.method_refusal})"
+                if rules.method_refusal
+                else f"{written!r} is not one of its choices {', '.join(shown)} "
                 "(compared exactly: the parser refuses it at startup)"
             )
         out.method_used = rules.used_method(written)

@@ -11,6 +11,7 @@ class Proof(StrEnum):
 
     RAN = "ran"  # the release's own code ran here (loader tier, config validation) and agrees
     READ = "read"  # read from the released wheel's source; no CPU build of it could run it
+    DERIVED = "derived"  # derived from the released wheel by static analysis (make engine-extract)
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,12 @@ class StartupRules:
     verifier_must_be_remote: bool = False
     context: ContextRule = ContextRule.RAISES_DRAFT
     cache_only_rope_types: frozenset[str] = frozenset()
+    # keys SpeculativeConfig accepts as fields but refuses when set (not null): (key, the error it raises)
+    refused_values: tuple[tuple[str, str], ...] = ()
+    # method-specific options (config/speculative.py _METHOD_SPECIFIC_OPTIONS): set with a method whose
+    # speculator config does not list them in supported_options, the server refuses to start
+    method_options: tuple[str, ...] = ()
+    eagle3_options: tuple[str, ...] = ()  # the method-specific options the eagle3 speculator supports
     sources: tuple[str, ...] = ()
     # the fields above whose rule ran through the release's own code on this CPU (the loader tier,
     # tests/loaders/test_vllm034_startup.py); the others were read. Findings from them say "ran".
@@ -88,9 +94,16 @@ class StartupRules:
             raise ValueError("startup rules: exactly one runner is the default")
         if any(k in self.config_keys for k, _ in self.removed_keys):
             raise ValueError("startup rules: a removed key is still accepted")
+        if not set(self.eagle3_options) <= set(self.method_options):
+            raise ValueError("startup rules: eagle3_options must be method options")
         unknown = set(self.ran) - {f for f in self.__dataclass_fields__ if f != "ran"}
         if unknown:
             raise ValueError(f"startup rules: ran names unknown fields {sorted(unknown)}")
+
+    @property
+    def eagle3_refused_options(self) -> tuple[str, ...]:
+        """The method-specific options an eagle3 launch may not set."""
+        return tuple(o for o in self.method_options if o not in self.eagle3_options)
 
     def runner(self, name: str) -> RunnerRule | None:
         return next((r for r in self.runners if r.name == name), None)

@@ -26,7 +26,7 @@ of a release.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from eagle3_forensics.engines.proof import Citation, Proof
@@ -41,10 +41,17 @@ class Capture(StrEnum):
     NO_INTERFACE = "no_interface"
     NEVER = "never"
     BYPASSED = "bypassed"
+    # the ids are handed to a model outside the engine (SGLang's MindSpore backend): it may capture, but
+    # which range is not decidable from the engine's code
+    EXTERNAL = "external"
 
     @property
     def captures(self) -> bool:
         return self in (Capture.THROUGH_N, Capture.BELOW_N)
+
+    @property
+    def decidable(self) -> bool:
+        return self is not Capture.EXTERNAL
 
     def range_text(self) -> str:
         return {
@@ -53,6 +60,7 @@ class Capture(StrEnum):
             Capture.NO_INTERFACE: "none (no EAGLE-3 capture interface)",
             Capture.NEVER: "none (declared, never captured)",
             Capture.BYPASSED: "none (the class's own forward skips the capture)",
+            Capture.EXTERNAL: "decided by the external model the ids are handed to",
         }[self]
 
 
@@ -84,8 +92,10 @@ class TargetRow:
     first_id: int = 0
     # what an id below first_id does for this class, when it differs from the table's below_first
     failure_text: str = ""
-    # the first release inside the record's range that registers these architectures (empty: all)
+    # the first release inside the record's range where the row holds (empty: the whole range) ...
     since: str = ""
+    # ... and what the classes are before it (None: not registered yet)
+    before: Capture | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "capture", Capture(self.capture))
@@ -96,6 +106,12 @@ class TargetRow:
             raise ValueError(f"target row {self.where!r}: first_id is 0, or 1 for a capturing class")
         if self.since:
             version_key(self.since)  # a version, or ValueError when the record is read
+        if self.before is not None:
+            object.__setattr__(self, "before", Capture(self.before))
+            if not self.since or self.before.captures:
+                raise ValueError(
+                    f"target row {self.where!r}: 'before' needs 'since' and names a non-capturing state"
+                )
 
 
 @dataclass(frozen=True)
@@ -118,6 +134,9 @@ class TargetTable:
     conversion: str = "ids used as given"  # how the ids read become captured ids
     # why a class the release does not register cannot be judged (what the release would do instead)
     unlisted_why: str = ""
+    # where an unregistered class ends up when that is decidable (SGLang: its Transformers backend, which
+    # has no capture interface): such a class is judged as ``unlisted`` there instead of unknown
+    unlisted_where: str = ""
     _index: dict[str, TargetRow] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -141,13 +160,20 @@ class TargetTable:
     def row(self, architecture: str | None, version: str | None = None) -> TargetRow | None:
         """The row of ``architecture`` (``None``: not registered, or not yet at ``version``)."""
         row = self._index.get(architecture) if architecture else None
+        if row is None and architecture and self.unlisted_where and not self.unlisted.captures:
+            return TargetRow((architecture,), self.unlisted, self.unlisted_where)
         if row is not None and row.since and version and version_key(version) < version_key(row.since):
-            return None
+            if row.before is None:
+                return None
+            where = f"{row.where}, before {row.since}"
+            return replace(
+                row, capture=row.before, first_id=0, failure_text="", since="", before=None, where=where
+            )
         return row
 
     def failure(self, row: TargetRow) -> Failure | None:
-        """What the user sees for a class that cannot capture (``None``: it captures)."""
-        if row.capture.captures:
+        """What the user sees for a class that cannot capture (``None``: it captures, or it is not decidable)."""
+        if row.capture.captures or not row.capture.decidable:
             return None
         if row.capture is Capture.NEVER:
             return self.never_failure

@@ -706,7 +706,8 @@ def test_vllm_method_choices_by_release() -> None:
     cmd = f'vllm serve {TARGET} --speculative-config \'{{"method": "medusa", "model": "x"}}\''
     assert read_launch(split_command(cmd), VLLM_0_32_0).method_refused is None
     assert "not one of its choices" in (read_launch(split_command(cmd), VLLM_0_33_0).method_refused or "")
-    assert read_launch(split_command(cmd), VLLM_0_34_0).method_refused is None  # `| str`: custom methods
+    refused = read_launch(split_command(cmd), VLLM_0_34_0).method_refused  # _validate_method: not registered
+    assert refused is not None and "Unknown speculative method" in refused
 
 
 def test_vllm_max_model_len_reads_human_readable_values() -> None:
@@ -728,3 +729,49 @@ def test_sliding_window_drafter_without_the_sglang_window_flag(tmp_path: Path) -
     f = one(launch(cmd, drafter), "LAUNCH_DRAFT_WINDOW_MISSING")
     assert f.severity is Severity.WARNING and f.engine == "sglang" and f.evidence["given"] is None
     assert not codes(launch(f"{cmd} --speculative-draft-window-size 1024", drafter))
+
+
+# -- vLLM 0.34.0 start-up refusals, as read in its wheel (config/speculative.py) ------------------------
+
+
+@pytest.mark.parametrize("method", ["custom_class", "medusa", "EAGLE3", "eagle-3"])
+def test_vllm_034_refuses_an_unregistered_method_name(method: str) -> None:
+    """SpeculativeConfig._validate_method: a built-in SpeculativeMethod or a registered custom method."""
+    cmd = f"""vllm serve {TARGET} --speculative-config '{{"method": "{method}", "model": "{HEALTHY}", "num_speculative_tokens": 3}}'"""
+    s = read_launch(split_command(cmd), VLLM_0_34_0)
+    assert s.method_refused is not None and "Unknown speculative method" in s.method_refused
+    f = one(launch(cmd, engines="vllm==0.34.0"), "LAUNCH_ALGORITHM_MISMATCH")
+    assert (
+        f.severity is Severity.ERROR
+        and "refuses" in f.message
+        and "runs" not in f.message.split("refuses")[0]
+    )
+
+
+@pytest.mark.parametrize("engine", ["vllm==0.32.0", "vllm==0.33.0", "vllm==0.34.0"])
+def test_vllm_refuses_tensor_parallel_size_inside_the_speculative_config(engine: str) -> None:
+    d = launch(vllm_sc(', "tensor_parallel_size": 2'), engines=engine)
+    (f,) = startup(d)
+    assert f.evidence["key"] == "tensor_parallel_size" and "draft_tensor_parallel_size" in (f.fix or "")
+    assert not startup(launch(vllm_sc(', "draft_tensor_parallel_size": 1'), engines=engine))
+
+
+@pytest.mark.parametrize(
+    "option", ["speculator_options", "xpress_topc", "dspark_draft_topk", "index_share_for_mtp_iteration"]
+)
+def test_vllm_034_refuses_other_methods_options_with_eagle3(option: str) -> None:
+    value = '{"a": 1}' if option == "speculator_options" else ("true" if option.startswith("index") else "2")
+    (f,) = startup(launch(vllm_sc(f', "{option}": {value}'), engines="vllm==0.34.0"))
+    assert f.evidence["key"] == option and "supported_options" in f.message
+    assert not startup(launch(vllm_sc(', "draft_lm_head_quantization": "fp8"'), engines="vllm==0.34.0"))
+
+
+def test_fly_rejection_sampling_is_lossy_in_a_launch() -> None:
+    lossy = [
+        f
+        for f in launch(vllm_sc(', "rejection_sample_method": "fly"'), engines="vllm==0.34.0").findings
+        if f.code == "VERIFY_MODE_LOSSY"
+    ]
+    assert len(lossy) == 1 and lossy[0].severity is Severity.WARNING and "'fly'" in lossy[0].message
+    exact = launch(vllm_sc(', "rejection_sample_method": "standard"'), engines="vllm==0.34.0")
+    assert not [f for f in exact.findings if f.code == "VERIFY_MODE_LOSSY"]

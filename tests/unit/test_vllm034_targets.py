@@ -143,3 +143,19 @@ def test_bypassed_rows_need_the_release_behaviour() -> None:
         and row.capture is Capture.BYPASSED
         and table.failure(row) is Failure.FIRST_FORWARD_CRASH
     )
+
+
+@pytest.mark.parametrize("engine", ["vllm==0.32.0", "vllm==0.33.0"])
+def test_the_same_classes_fail_the_same_way_in_the_older_wheels(engine: str, tmp_path: Path) -> None:
+    """mimo.py, kimi_k25.py and exaone4_5.py are the same code in 0.32.0 and 0.33.0."""
+    rules = resolve_release(engine)
+    mimo = read_target(rules, "MiMoForCausalLM")
+    assert mimo.row is not None and mimo.table is not None
+    assert mimo.table.failure(mimo.row) is Failure.FIRST_FORWARD_CRASH
+    kimi = read_target(rules, "KimiK25ForConditionalGeneration").row
+    assert kimi is not None and kimi.first_id == 1
+    exaone = read_target(rules, "Exaone4_5_ForConditionalGeneration").row
+    assert exaone is not None and exaone.capture is Capture.NEVER
+    target = build_target(tmp_path / "t", architectures=["KimiK25ForConditionalGeneration"])
+    d = diagnose(build_drafter(tmp_path / "d", aux_top=[0, 3, N]), target=target, engines=[engine])
+    assert [f.evidence["min_capturable"] for f in hits(d, "AUX_LAYER_IDS_INVALID")][:1] == [1]
