@@ -31,7 +31,7 @@ from eagle3_forensics.checks.data.merge import AuditScan
 from eagle3_forensics.checks.data.target_scan import TEMPERATURES
 from eagle3_forensics.findings import Finding, Severity
 
-MARGIN = 0.06  # relative shortfall the target's own data shows (generation settings, bf16 dumps): calibrated
+MARGIN = 0.02  # relative shortfall allowed beyond chance: generation on other kernels/dtypes than the dumps (docs/findings.md)
 Z_CRIT = 3.0  # one-sided: 0.13 % of the target's own data sets at T max fall further below by chance
 ERROR_RATIO = 0.5  # agreement below half the target's own at T max: most of the data is not its
 SERVED_SHARE_WARN = 0.25  # fewer decided samples than this in the served mode: a warning ...
