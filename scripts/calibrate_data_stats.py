@@ -297,6 +297,10 @@ def summarise(got: dict[str, Any]) -> dict[str, Any]:
 
 def markdown(s: dict[str, Any]) -> str:
     lines = [
+        "# Calibration: DATA_NOT_FROM_TARGET",
+        "",
+        "Written by `scripts/calibrate_data_stats.py` (how the code is decided: [finding codes](../findings.md#data_not_from_target)).",
+        "",
         f"Null: the demo target's own data (margin {s['margin']}, z {s['z_crit']}, T max {s['t_max']}); "
         f"{s['null_flagged']} of {s['null_sets']} data sets flagged; z0 at T max: mean "
         f"{s['null_z0_at_tmax']['mean']:.2f}, sd {s['null_z0_at_tmax']['sd']:.2f} over {s['null_z0_at_tmax']['sets']} "
@@ -333,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     got = redecide(json.loads(Path(a.from_json).read_text())) if a.from_json else run(a.seeds)
     s = summarise(got)
-    s["seconds"] = round(time.perf_counter() - t0, 1)
+    stored = json.loads(Path(a.from_json).read_text())["summary"] if a.from_json else {}
+    s["seconds"] = stored.get("seconds", round(time.perf_counter() - t0, 1))  # the sampling run's time
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "data_not_from_target.json").write_text(json.dumps({"summary": s, **got}, indent=1) + "\n")
