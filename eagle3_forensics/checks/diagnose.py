@@ -10,6 +10,7 @@ from typing import Any
 from eagle3_forensics.checks import Context, run_checks
 from eagle3_forensics.checks.aux_measured import MeasuredAux
 from eagle3_forensics.checks.launch import check_launch
+from eagle3_forensics.checks.launch_window import check_draft_window_static
 from eagle3_forensics.engines import release_label, resolve_engines
 from eagle3_forensics.engines.launch import (
     LaunchRules,
@@ -286,6 +287,8 @@ def diagnose(
         found = run_checks(ctx)
         if settings is not None and lrules is not None:
             found = _with_launch(found, ctx, settings, lrules, path, launch_base)
+        else:  # a sliding-window drafter needs its window flag whatever the command: said from the config
+            found = [*found, *check_draft_window_static(ctx)]
         proofs = {r.name: r.proof.value for r in releases}
         found = _with_proof(found, proofs, lrules)
         tpath = None if target is None else str(target)

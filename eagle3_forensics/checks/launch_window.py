@@ -4,6 +4,8 @@ Where the judged release takes the draft window from a launch option only (newer
 ``--speculative-draft-window-size``) or from nowhere (older SGLang), a drafter whose config trains
 layers with a sliding window runs full attention unless the command sets the window
 (``LAUNCH_DRAFT_WINDOW_MISSING``). vLLM reads the window from the drafter config: no finding.
+Without ``--launch``, :func:`check_draft_window_static` says the same from the config alone, naming
+the flag (a warning: every command of that release needs it).
 """
 
 from __future__ import annotations
@@ -69,3 +71,43 @@ def check_draft_window(ctx: Context, launch: LaunchSettings) -> Iterator[Finding
         evidence={**evidence, "option": rule.option, "given": given},
         fix=f"Add {rule.option} {window} to the command.",
     )
+
+
+def check_draft_window_static(ctx: Context) -> Iterator[Finding]:
+    """Without ``--launch``: each judged release that needs a launch option for (or ignores) the
+    window of a sliding-window drafter, from the config alone."""
+    window = drafter_window(ctx.cfg)
+    if window is None:
+        return
+    for rules in ctx.releases:
+        rule = draft_window_for(rules)
+        if rule is None or rule.source is WindowSource.CONFIG:
+            continue
+        evidence = {
+            "engine_release": rules.release,
+            "sliding_window": window,
+            "window_source": rule.source.value,
+            "source": f"{rule.citation.package}=={rule.citation.version} {rule.citation.path}",
+            "option": rule.option,
+        }
+        if rule.source is WindowSource.NONE:
+            message = (
+                f"The drafter trains layers with sliding_window {window} (layer_types), but {rules.display} "
+                f"({rules.release}) applies no draft window at all: the drafter attends to the whole context."
+            )
+            fix = "Serve on a release that applies the window (SGLang with --speculative-draft-window-size, or vLLM)."
+        else:
+            message = (
+                f"The drafter trains layers with sliding_window {window} (layer_types), but {rules.display} "
+                f"({rules.release}) ignores the config and applies only {rule.option}: serve with "
+                f"{rule.option} {window}, or the drafter runs full attention and acceptance falls on long prompts."
+            )
+            fix = f"Add {rule.option} {window} to the serving command (diagnose --launch checks a command)."
+        yield Finding(
+            "LAUNCH_DRAFT_WINDOW_MISSING",
+            Severity.WARNING,
+            message,
+            engine=rules.name,
+            evidence=evidence,
+            fix=fix,
+        )

@@ -138,18 +138,18 @@ def _target_fit_lines(tf: dict[str, Any]) -> list[str]:
             f"target:  greedy agreement {ag['rate']:.1%} over {ag['positions']} loss-masked positions "
             f"(per sample {ps['min']:.1%} .. {ps['max']:.1%}, median {ps['median']:.1%})"
             + (
-                f"; temperature-1 sampling from the target would give {ag['expected_at_temperature_1']:.1%}"
-                if ag.get("expected_at_temperature_1") is not None
+                f"; the target's own sampling would give {ag['expected_at_temperature_1']:.1%} at T=1, "
+                f"{ag['expected_at_temperature_max']:.1%} at T={ag.get('temperature_max')}"
+                if ag.get("expected_at_temperature_max") is not None
                 else ""
             )
         )
     tpl = tf.get("template")
-    if tpl and "not_byte_identical" not in tpl:  # plain text only: no chat rendering to judge
-        out.append(f"         rendering: plain text {tpl.get('plain_text', 0)} (no turn markers): not judged")
-    elif tpl:
+    if tpl:
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted(tpl["outcomes"].items()))
+        prompt = ", ".join(f"{k} {v}" for k, v in sorted((tpl.get("prompt_modes") or {}).items()))
         out.append(
-            f"         rendering: {outcomes}; data mode {tpl.get('data_mode') or 'none'}, served "
+            f"         rendering: {outcomes}; prompt side {prompt or 'none'}, served "
             f"{tpl.get('served_mode') or 'no mode switch'} ({tpl.get('served_from')}); "
             f"{tpl['not_byte_identical']} not byte-identical to the template"
         )

@@ -12,13 +12,18 @@ they train different things after the assistant marker:
 * ``empty_think``: a think block holding only whitespace (the non-thinking generation prompt's
   ``<think></think>``, then the answer);
 * ``no_think``: no think block at all (neither mode of a Qwen3-style template serves this).
+
+The outcome is what the model wrote (a thinking-mode target may skip its reasoning with an empty
+block); the *mode* a sample was rendered in is read from the prompt side instead: the text before
+the first loss-masked token against each mode's generation prompt (:func:`prompt_modes`), where the
+template's own markers sit (Qwen3's non-thinking prompt ends with ``<think></think>``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from eagle3_forensics.errors import UnusableInputError
@@ -48,6 +53,7 @@ class Renderings:
     forms: list[Form]
     expected: dict[str, str | None]  # mode -> the outcome a server in that mode trains for
     think_ids: list[tuple[int, int]]  # (open id, close id) of the reasoning tags the tokenizer has
+    prompts: list[Form] = field(default_factory=list)  # each mode's generation prompt, whole
 
     def to_dict(self) -> dict[str, Any]:
         return {"modes": self.modes, "expected_outcome": self.expected, "forms": len(self.forms)}
@@ -99,6 +105,7 @@ def renderings(chat: ChatTemplate) -> Renderings:
         ("generation", [user], True),
     )
     tags = _tags(chat)
+    prompts: list[Form] = []
     for mode in modes:
         for form, msgs, gen in shapes:
             try:
@@ -113,6 +120,7 @@ def renderings(chat: ChatTemplate) -> Renderings:
         except UnusableInputError:
             expected[mode] = None
             continue
+        prompts.append(Form(mode, "generation_prompt", _pattern(prompt, bos, tail=False)))
         closes = [b for a, b in REASONING_TAGS if chat.token_id(b) is not None]
         opens = [a for a, b in REASONING_TAGS if chat.token_id(a) is not None]
         tail = prompt.rstrip()
@@ -124,7 +132,7 @@ def renderings(chat: ChatTemplate) -> Renderings:
             expected[mode] = "reasoning"
         else:
             expected[mode] = None
-    return Renderings(chat, [m for m in modes if m is not None], forms, expected, tags)
+    return Renderings(chat, [m for m in modes if m is not None], forms, expected, tags, prompts)
 
 
 def outcome(ids: Sequence[int], r: Renderings) -> str:
@@ -159,12 +167,28 @@ def _plain(ids: Sequence[int], r: Renderings) -> bool:
     return bool(markers) and not markers.intersection(int(t) for t in ids)
 
 
-def classify(ids: Sequence[int], r: Renderings) -> dict[str, Any]:
+def prompt_modes(ids: Sequence[int], mask: Sequence[bool] | None, r: Renderings) -> list[str] | None:
+    """The modes whose generation prompt reproduces the text before the first loss-masked token:
+    the mode the sample was rendered in, read from the template's markers, not from what the model
+    wrote. ``None`` without a prompt side (no mask, a mask from the first token, or no modes)."""
+    if mask is None or not r.prompts:
+        return None
+    first = next((i for i, m in enumerate(mask) if m), None)
+    if not first:
+        return None
+    text = r.chat.tokenizer.decode([int(t) for t in ids[:first]], skip_special_tokens=False)
+    if len(text) > MAX_MATCH_CHARS:
+        return None
+    return sorted({f.mode for f in r.prompts if f.mode is not None and f.pattern.fullmatch(text)})
+
+
+def classify(ids: Sequence[int], r: Renderings, mask: Sequence[bool] | None = None) -> dict[str, Any]:
     """One sample: its outcome, the forms of the target's template that reproduce its text exactly
-    (``template_match`` false: not byte-identical to any rendering of the template), and their modes."""
+    (``template_match`` false: not byte-identical to any rendering of the template), and their modes;
+    with the loss ``mask``, the modes its prompt side was rendered in (:func:`prompt_modes`)."""
     if _plain(ids, r):
         # no turn marker at all: a plain-text sample (continued pretraining style), not a chat rendering
-        return {"outcome": "plain", "template_match": False, "forms": [], "modes": []}
+        return {"outcome": "plain", "template_match": False, "forms": [], "modes": [], "prompt_modes": None}
     text = r.chat.tokenizer.decode([int(t) for t in ids], skip_special_tokens=False)
     # lazy groups backtrack: past this size the match is not attempted (counted as not matched)
     matched = [f for f in r.forms if f.pattern.fullmatch(text)] if len(text) <= MAX_MATCH_CHARS else []
@@ -173,4 +197,5 @@ def classify(ids: Sequence[int], r: Renderings) -> dict[str, Any]:
         "template_match": bool(matched),
         "forms": sorted({f.form for f in matched}),
         "modes": sorted({f.mode for f in matched if f.mode is not None}),
+        "prompt_modes": prompt_modes(ids, mask, r),
     }

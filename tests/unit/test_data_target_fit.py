@@ -16,7 +16,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("jinja2")
 
-from chat_data_builders import Target, build_chat_target, make_set
+from chat_data_builders import Target, build_chat_target, make_set, write_specforge
 
 from eagle3_forensics.checks.data import audit_data, finish_audit, merge_scans, scan_data
 from eagle3_forensics.io.dumps import ScanOptions
@@ -96,8 +96,9 @@ def test_foreign_responses_are_named(world: dict[str, Path]) -> None:
     assert ev["rate"] < healthy["rate"] - 0.25 and len(ev["worst"]) == 6
     assert ev["per_sample"]["max"] < healthy["per_sample"]["min"]
     assert ev["cost"]["basis"] == "estimated" and ev["cost"]["share_of_positions"] == pytest.approx(
-        1 - ev["rate"]
+        ev["expected_at_temperature_max"] - ev["rate"], abs=1e-5
     )
+    assert ev["decision"]["z"] < -3 and ev["thresholds"]["margin"] > 0
     assert ev["teacher"]["kind"] == "target" and a.exit_code == (1 if f.severity.value == "error" else 0)
 
 
@@ -107,7 +108,7 @@ def test_non_thinking_data_served_thinking(world: dict[str, Path]) -> None:
     f = next(f for f in a.findings if f.code == "DATA_TEMPLATE_MISMATCH")
     assert f.evidence["data_mode"] == "non_thinking" and f.evidence["served_mode"] == "thinking"
     assert f.evidence["outcomes"] == {"empty_think": 6} and f.evidence["cost"]["share_of_positions"] == 1.0
-    assert "'empty_think'" in f.message and "non_thinking rendering" in f.message
+    assert f.evidence["prompt_modes"] == {"non_thinking": 6} and "rendered in non_thinking mode" in f.message
     # served the way it was made: silent; the thinking data served without thinking: named
     off = {"enable_thinking": False}
     assert codes(run(world, "no_thinking", template_kwargs=off)) == {"DATA_TRAINED_LENGTH": "info"}
@@ -116,6 +117,56 @@ def test_non_thinking_data_served_thinking(world: dict[str, Path]) -> None:
     assert next(f for f in got.findings if f.code == "DATA_TEMPLATE_MISMATCH").evidence["served_from"] == (
         "--chat-template-kwargs"
     )
+
+
+def _skipping_and_plain(world: dict[str, Path], root: Path) -> tuple[Path, Path]:
+    """Thinking-mode data whose target skipped its reasoning (it wrote ``<think></think>`` itself,
+    inside the loss mask), and plain-text data (no turn marker at all)."""
+    t = Target.load(world["target"])
+    skip, plain = [], []
+    for i in range(6):
+        p = t.prompt_ids(f"{i}: the cat maps a kite.", True)
+        r = [
+            t.tid("<think>"),
+            t.tid("</think>"),
+            *t.continue_([*p, t.tid("<think>"), t.tid("</think>")], 12, seed=i),
+        ]
+        r.append(t.tid("<|end|>"))
+        skip.append((p + r, [0] * len(p) + [1] * len(r)))
+        text = t.text_ids(f"the model finds a new table again, {i} times. a small bird trains the weights.")
+        plain.append((text, [0] + [1] * (len(text) - 1)))
+    return write_specforge(t, root / "skip", skip), write_specforge(t, root / "plain", plain)
+
+
+def test_mode_from_the_prompt_side_and_plain_text(world: dict[str, Path], tmp_path: Path) -> None:
+    skip, plain = _skipping_and_plain(world, tmp_path)
+    lab = GreedyLabeller(world["target"])
+    a = audit_data(skip, target=world["target"], labeller=lab, launch=SERVED)
+    assert "DATA_TEMPLATE_MISMATCH" not in codes(a), [f.to_dict() for f in a.findings]
+    tpl = a.summary["target_fit"]["template"]
+    assert tpl["outcomes"] == {"empty_think": 6} and tpl["prompt_modes"] == {"thinking": 6}
+    # served without thinking, the same data is named: its prompt side is the thinking one
+    off = audit_data(
+        skip, target=world["target"], labeller=lab, launch=SERVED, template_kwargs={"enable_thinking": False}
+    )
+    assert codes(off)["DATA_TEMPLATE_MISMATCH"] == "error"
+    p = audit_data(plain, target=world["target"], labeller=lab, launch=SERVED)
+    f = next(f for f in p.findings if f.code == "DATA_TEMPLATE_MISMATCH")
+    assert f.severity.value == "warning" and "plain text" in f.message and f.evidence["plain_text"] == 6
+
+
+def test_the_agreement_test_is_relative_to_the_target() -> None:
+    from eagle3_forensics.checks.data.target_findings import MARGIN, Z_CRIT, agreement_test
+
+    # a flat target (E = 0.2 per position) agreeing 0.19 with its own data: no absolute floor flags it
+    assert not agreement_test(190, 1000, 200.0, 160.0)["flagged"]
+    # the same shortfall is noise on 10 positions and evidence on 100000: power grows with the data
+    e, var = 0.9, 0.09
+    short = (1 - MARGIN) * e - 0.03
+    assert not agreement_test(int(short * 10), 10, e * 10, var * 10)["flagged"]
+    big = agreement_test(int(short * 100000), 100000, e * 100000, var * 100000)
+    assert big["flagged"] and big["z"] < -Z_CRIT and big["severity"] == "warning"
+    assert agreement_test(300, 1000, 900.0, 90.0)["severity"] == "error"  # a third of the target's own
 
 
 def test_other_template_is_not_byte_identical(world: dict[str, Path]) -> None:

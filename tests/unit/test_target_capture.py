@@ -275,6 +275,18 @@ def test_sliding_window_drafter_needs_the_sglang_window_flag(tmp_path: Path) -> 
     )
 
 
+def test_sliding_window_drafter_is_flagged_without_launch(tmp_path: Path) -> None:
+    drafter, target = _swa(tmp_path), build_target(tmp_path / "t")
+    d = diagnose(drafter, target=target, engines=["sglang", "vllm"])
+    (f,) = hits(d, "LAUNCH_DRAFT_WINDOW_MISSING", "sglang")
+    assert (
+        "--speculative-draft-window-size 2048" in f.message and f.evidence["window_source"] == "launch_option"
+    )
+    assert not hits(d, "LAUNCH_DRAFT_WINDOW_MISSING", "vllm")  # vLLM reads the window from the config
+    full = build_drafter(tmp_path / "full")
+    assert not hits(diagnose(full, target=target), "LAUNCH_DRAFT_WINDOW_MISSING")
+
+
 def test_vllm_reads_the_window_from_the_drafter_config(tmp_path: Path) -> None:
     drafter, target = _swa(tmp_path), build_target(tmp_path / "t")
     cfg = json.dumps({"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 3})

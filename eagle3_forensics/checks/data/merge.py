@@ -138,12 +138,13 @@ class AuditScan:
     hashes: list[list[Any]] = field(default_factory=list)  # [digest, index, source]
     # audit-data --target (checks.data.target_scan): per-sample records, mergeable by concatenation
     lengths: dict[int, int] = field(default_factory=dict)  # sample length -> samples
-    # [index, source, agree, total, expected, variance] (expected: the agreement temperature-1 sampling
-    # from the target gives; -1, -1: no probabilities)
+    # [index, source, agree, total, expected, variance, expected_max, variance_max] (expected: the
+    # agreement temperature-1 sampling from the target gives; _max: at the highest judged temperature;
+    # -1, -1: no probabilities)
     agreement: list[list[Any]] = field(default_factory=list)
     renderings: list[list[Any]] = field(
         default_factory=list
-    )  # [index, source, outcome, match, modes, masked]
+    )  # [index, source, outcome, match, modes, masked, prompt_modes (None: no prompt side)]
     teacher: dict[str, Any] | None = None  # how the agreement's teacher was made (first shard's)
 
     _EXAMPLES = (
@@ -298,10 +299,7 @@ class AuditScan:
             if any(k < 0 or v < 0 for k, v in s.lengths.items()):
                 raise ValueError("a negative sample length or count")
             s.agreement = [_agreement_row(r) for r in d.get("agreement") or []]
-            s.renderings = [
-                [int(i), str(src), str(o), bool(m), [str(x) for x in modes], int(k)]
-                for i, src, o, m, modes, k in d.get("renderings") or []
-            ]
+            s.renderings = [_rendering_row(r) for r in d.get("renderings") or []]
             t = d.get("teacher")
             s.teacher = dict(t) if isinstance(t, dict) else None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -312,11 +310,28 @@ class AuditScan:
 
 
 def _agreement_row(r: Sequence[Any]) -> list[Any]:
-    """One sample's agreement record; rows of partials written before the expectation get -1, -1."""
-    if len(r) not in (4, 6):
-        raise ValueError(f"an agreement record has {len(r)} fields, not 4 or 6")
-    rest = [float(x) for x in r[4:]] if len(r) == 6 else [-1.0, -1.0]
+    """One sample's agreement record; fields a partial written before them lacks are -1 (unknown)."""
+    if len(r) not in (4, 6, 8):
+        raise ValueError(f"an agreement record has {len(r)} fields, not 4, 6 or 8")
+    rest = [float(x) for x in r[4:]] + [-1.0] * (8 - len(r))
     return [int(r[0]), str(r[1]), int(r[2]), int(r[3]), *rest]
+
+
+def _rendering_row(r: Sequence[Any]) -> list[Any]:
+    """One sample's rendering record; the prompt-side modes are None in partials written before them."""
+    if len(r) not in (6, 7):
+        raise ValueError(f"a rendering record has {len(r)} fields, not 6 or 7")
+    i, src, o, m, modes, k = r[:6]
+    pm = r[6] if len(r) == 7 else None
+    return [
+        int(i),
+        str(src),
+        str(o),
+        bool(m),
+        [str(x) for x in modes],
+        int(k),
+        None if pm is None else [str(x) for x in pm],
+    ]
 
 
 def merge_scans(scans: Sequence[AuditScan]) -> AuditScan:

@@ -333,7 +333,15 @@ def _measure(scan: AuditScan, fit: SampleFit, sample: Any, labeller: Any) -> Non
     if rendered is not None:
         masked = int(sample.loss_mask.numpy().sum())
         scan.renderings.append(
-            [it.index, it.rel, rendered["outcome"], rendered["template_match"], rendered["modes"], masked]
+            [
+                it.index,
+                it.rel,
+                rendered["outcome"],
+                rendered["template_match"],
+                rendered["modes"],
+                masked,
+                rendered.get("prompt_modes"),
+            ]
         )
 
 

@@ -28,6 +28,9 @@ from eagle3_forensics.vocab.chat import default_mode, load_chat_template, struct
 from eagle3_forensics.vocab.renderings import Renderings, classify, renderings
 
 Labeller = Callable[[Sample], Any]  # sample -> int labels per position (labels[p]: token p+1), or None
+#: the temperatures a labeller gives the target's greedy-token probability at: 1 (reported) and the
+#: highest people sample training data at (the null of DATA_NOT_FROM_TARGET: docs/findings.md)
+TEMPERATURES = (1.0, 1.2)
 
 
 def served_context(launch: str | None, base: Path | None = None) -> dict[str, Any] | None:
@@ -114,12 +117,14 @@ class SampleFit:
                 sorted(t for t, k in st.kinds.items() if k != "scaffold"), np.int64
             )
 
-    def agreement(self, sample: Sample) -> tuple[int, int, float, float] | None:
-        """``(agree, total, expected, variance)`` over the loss-masked positions ``p + 1`` that have a
-        teacher, leaving out the tokens the chat template writes. ``expected``: the sum of the target's
-        probability of its own greedy token there — the agreement data sampled from the target at
-        temperature 1 would have (lower temperatures agree more); ``variance``: its binomial variance
-        (``-1, -1``: the labeller gives no probabilities)."""
+    def agreement(self, sample: Sample) -> tuple[int, int, float, float, float, float] | None:
+        """``(agree, total, expected, variance, expected_max, variance_max)`` over the loss-masked
+        positions ``p + 1`` that have a teacher, leaving out the tokens the chat template writes (as
+        the data's token or the target's).
+        ``expected``: the sum of the target's probability of its own greedy token there at temperature
+        1 — the agreement data sampled from the target so would have; ``expected_max``: the same at the
+        highest of :data:`TEMPERATURES` (lower temperatures, greedy, top-k and top-p agree more);
+        ``variance*``: their binomial variances (``-1``: the labeller gives no such probabilities)."""
         if self.labeller is None:
             return None
         got = self.labeller(sample)
@@ -128,16 +133,30 @@ class SampleFit:
         labels, top = got if isinstance(got, tuple) else (got, None)
         lab = np.asarray(labels, dtype=np.int64)[:-1]
         nxt = sample.input_ids.numpy()[1:]
-        keep = sample.loss_mask.numpy()[1:].astype(bool) & (lab >= 0) & ~np.isin(nxt, self.template_tokens)
+        # structural tokens on either side (an end of turn the data cut or the target wanted, think tags)
+        # are where the pipeline decides, not the writer: left out
+        keep = (
+            sample.loss_mask.numpy()[1:].astype(bool)
+            & (lab >= 0)
+            & ~np.isin(nxt, self.template_tokens)
+            & ~np.isin(lab, self.template_tokens)
+        )
         total = int(keep.sum())
         agree = int((lab[keep] == nxt[keep]).sum())
         if top is None:
-            return agree, total, -1.0, -1.0
-        p = np.asarray(top, dtype=np.float64)[:-1][keep]
-        return agree, total, round(float(p.sum()), 6), round(float((p * (1 - p)).sum()), 6)
+            return agree, total, -1.0, -1.0, -1.0, -1.0
+        probs = np.asarray(top, dtype=np.float64)
+        probs = probs[:, None] if probs.ndim == 1 else probs
+        out: list[float] = []
+        for col in (0, probs.shape[1] - 1) if probs.shape[1] > 1 else (0,):
+            p = probs[:-1, col][keep]
+            out += [round(float(p.sum()), 6), round(float((p * (1 - p)).sum()), 6)]
+        if len(out) == 2:
+            out += [-1.0, -1.0]
+        return agree, total, out[0], out[1], out[2], out[3]
 
     def rendering(self, sample: Sample) -> dict[str, Any] | None:
         if self.renderings is None:
             return None
         ids = sample.input_ids.numpy().tolist()
-        return classify(ids, self.renderings)
+        return classify(ids, self.renderings, sample.loss_mask.numpy().astype(bool).tolist())

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from eagle3_forensics.checks.data.target_scan import TEMPERATURES
 from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.io.dumps.layouts import LAYOUTS, POST, PRE
 from eagle3_forensics.io.dumps.read import Sample
@@ -75,16 +76,21 @@ class Teacher:
         return out
 
     @torch.inference_mode()
-    def top_probability(self, sample: Sample, device: torch.device) -> torch.Tensor:
-        """``top[p]``: the target's probability of its own greedy token after position ``p``."""
+    def top_probability(
+        self, sample: Sample, device: torch.device, temperatures: tuple[float, ...] = (1.0,)
+    ) -> torch.Tensor:
+        """``top[p, j]``: the target's probability of its own greedy token after position ``p`` when
+        sampled at ``temperatures[j]`` (the agreement data sampled so would have there)."""
         assert self.lm_head is not None and sample.last_hidden is not None
         n = sample.length
-        out = torch.empty(n, dtype=torch.float32)
+        out = torch.empty(n, len(temperatures), dtype=torch.float32)
         for lo in range(0, n, LABEL_CHUNK):
             h = sample.last_hidden[lo : lo + LABEL_CHUNK].to(device).float()
             if self.apply_norm:
                 h = self.normed(h)
-            out[lo : lo + LABEL_CHUNK] = torch.softmax(h @ self.lm_head.T, -1).amax(-1).cpu()
+            logits = h @ self.lm_head.T
+            for j, t in enumerate(temperatures):
+                out[lo : lo + LABEL_CHUNK, j] = torch.softmax(logits / t, -1).amax(-1).cpu()
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -188,8 +194,9 @@ class GreedyLabeller:
     dump holds the state before it: decided once, on the first sample, as probe-offline decides it).
 
     Called with a :class:`~eagle3_forensics.io.dumps.read.Sample`; returns int64 labels (``labels[p]``:
-    the target's token for position ``p + 1``) with the target's probability of that token, or
-    ``None`` for a sample without a last hidden state.
+    the target's token for position ``p + 1``) with the target's probability of that token at each of
+    :data:`~eagle3_forensics.checks.data.target_scan.TEMPERATURES` (``[T, k]``), or ``None`` for a
+    sample without a last hidden state.
     The audit (a layer below) takes it as a plain callable, so the checks stay free of torch."""
 
     def __init__(self, target: str | Path, device: str = "cpu") -> None:
@@ -207,12 +214,12 @@ class GreedyLabeller:
             decide_norm(self.teacher, sample.layout, sample)
             self.decided = True
         labels = self.teacher.labels(sample, self.device).numpy()
-        # the target's confidence in its own token: where it is sure, data it wrote (greedy, or sampled
-        # at temperature <= 1) agrees at least that often, whatever the temperature
-        return labels, self.teacher.top_probability(sample, self.device).numpy()
+        # the target's confidence in its own token at each judged temperature: data it wrote greedily or
+        # sampled at up to the highest of them agrees at least as often as that temperature's column says
+        return labels, self.teacher.top_probability(sample, self.device, TEMPERATURES).numpy()
 
     def describe(self) -> dict[str, Any]:
-        return self.teacher.to_dict()
+        return {**self.teacher.to_dict(), "temperatures": list(TEMPERATURES)}
 
 
 def greedy_labeller(target: str | Path | None, device: str = "cpu") -> GreedyLabeller | None:
