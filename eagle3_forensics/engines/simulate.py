@@ -511,6 +511,8 @@ def _partially_fused(rules: EngineRules, fates: list[KeyFate], cond: dict[str, b
     return {p: [s for s in wanted[p] if s not in got] for p, got in seen.items() if set(wanted[p]) - got}
 
 
+# Over 100 lines on purpose: one ordered pass over the loader's decisions per tensor (rename, drop,
+# fill, reject); split, the order that decides each tensor's fate would be spread over several functions.
 def simulate_load(rules: EngineRules, ckpt: Checkpoint, cfg: DrafterConfig | None = None) -> LoadReport:
     """Apply the release's table (the class it builds for this config) to the checkpoint's names and config."""
     cfg = cfg or DrafterConfig(ckpt.config)

@@ -97,8 +97,8 @@ def extract(package: str, version: str, root: Path) -> Extraction:
 
 
 def _sglang_options(tree: SourceTree, out: Extraction) -> None:
-    """Every ``--speculative-*`` option of the server: argparse calls and dataclass fields (0.5.23's
-    ``arg_groups/fields/``) named ``speculative_*``."""
+    """Every ``--speculative-*`` option of the server: argparse calls and dataclass fields (newer
+    releases' ``arg_groups/fields/``) named ``speculative_*``."""
     names: dict[str, Cite] = {}
     folder = tree.root / "sglang" / "srt"
     for path in [folder / "server_args.py", *sorted((folder / "arg_groups").rglob("*.py"))]:

@@ -164,7 +164,9 @@ def _bad_embed(
     if info is None or not key.endswith("embed_tokens.weight") or hidden is None or len(info.shape) != 2:
         return False
     return (
-        info.shape[1] != hidden and param is not None and params.get(param) in (Fill.TARGET, Fill.TARGET_IF_ABSENT)
+        info.shape[1] != hidden
+        and param is not None
+        and params.get(param) in (Fill.TARGET, Fill.TARGET_IF_ABSENT)
     )
 
 
