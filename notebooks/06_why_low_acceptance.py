@@ -82,12 +82,8 @@ why = why_low_acceptance(
     lengths=lengths,
     device=device,
 )
-served = why.measured.served.acceptance_length if why.measured and why.measured.served else None
-trained = why.measured.trained.acceptance_length if why.measured and why.measured.trained else None
-HTML(
-    ranking_html(why.ranking, trained)
-    + reference_html(why.ranking, trained, why.measured.trained_source if why.measured else "")
-)
+served, trained = why.served_acceptance_length, why.trained_acceptance_length
+HTML(ranking_html(why.ranking, trained) + reference_html(why.ranking, trained, why.trained_source))
 
 # %% [markdown]
 # ## How it was measured

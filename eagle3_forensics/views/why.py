@@ -42,6 +42,23 @@ class WhyReport:
     def by_length(self) -> list[dict[str, Any]]:
         return [] if self.measured is None else self.measured.by_length
 
+    @property
+    def served_acceptance_length(self) -> float | None:
+        """Acceptance length under the engine's view of the checkpoint (``None``: not probed)."""
+        m = self.measured
+        return m.served.acceptance_length if m is not None and m.served is not None else None
+
+    @property
+    def trained_acceptance_length(self) -> float | None:
+        """Acceptance length of the trained view: 06's reference (``None``: not probed)."""
+        m = self.measured
+        return m.trained.acceptance_length if m is not None and m.trained is not None else None
+
+    @property
+    def trained_source(self) -> str:
+        """What the trained view ran: the checkpoint as written, or its repaired copy."""
+        return self.measured.trained_source if self.measured is not None else ""
+
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())

@@ -1,4 +1,4 @@
-"""Live widgets or static tables, decided from facts (views.widgets.frontend), and the wrong-kernel line.
+"""Live widgets or static tables, decided from facts (io.frontend.frontend), and the wrong-kernel line.
 
 Real kernels (jupyter_client), started in ``…/eagle3-forensics/papermill/nbconvert/``: a cell sent
 the way JupyterLab sends it (with cell metadata) gets the live widget, the same cell sent the way
@@ -22,8 +22,8 @@ nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("ipywidgets")
 pytest.importorskip("jupyter_client")
 
+from eagle3_forensics.io import frontend as fe  # noqa: E402
 from eagle3_forensics.runs.kernel import KERNEL_NAME, kernel_env  # noqa: E402
-from eagle3_forensics.views import widgets  # noqa: E402
 
 pytestmark = pytest.mark.notebooks
 
@@ -31,20 +31,20 @@ ROOT = Path(__file__).resolve().parents[2]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 SHOW = (
     "import ipywidgets\n"
-    "from eagle3_forensics.views.widgets import Explorer, frontend\n"
+    "from eagle3_forensics.io.frontend import frontend\nfrom eagle3_forensics.views.widgets import Explorer\n"
     "print(frontend())\n"
     "display(Explorer('probe', lambda: 'static', lambda: ipywidgets.Label('live')))\n"
 )
 
 
 def test_outside_a_kernel_explorers_are_static(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(widgets.ENV_INTERACTIVE, raising=False)
-    monkeypatch.setenv(widgets.SESSION_ENV, "/x/eagle3-forensics/00_triage.ipynb")
-    assert widgets.frontend() == widgets.Frontend(False, "no Jupyter kernel")
-    monkeypatch.setenv(widgets.ENV_INTERACTIVE, "1")
-    assert widgets.interactive_frontend() is False  # forcing cannot conjure a kernel
-    monkeypatch.setenv(widgets.ENV_INTERACTIVE, "0")
-    assert widgets.frontend() == widgets.Frontend(False, "$E3F_INTERACTIVE=0")
+    monkeypatch.delenv(fe.ENV_INTERACTIVE, raising=False)
+    monkeypatch.setenv(fe.SESSION_ENV, "/x/eagle3-forensics/00_triage.ipynb")
+    assert fe.frontend() == fe.Frontend(False, "no Jupyter kernel")
+    monkeypatch.setenv(fe.ENV_INTERACTIVE, "1")
+    assert fe.interactive_frontend() is False  # forcing cannot conjure a kernel
+    monkeypatch.setenv(fe.ENV_INTERACTIVE, "0")
+    assert fe.frontend() == fe.Frontend(False, "$E3F_INTERACTIVE=0")
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     cwd.mkdir(parents=True)
     saved = dict(os.environ)
     os.environ.update({**kernel_env(), "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
-    for name in (widgets.ENV_INTERACTIVE, widgets.SESSION_ENV, "MPLBACKEND"):
+    for name in (fe.ENV_INTERACTIVE, fe.SESSION_ENV, "MPLBACKEND"):
         os.environ.pop(name, None)
     try:
         km, kc = start_new_kernel(

@@ -78,7 +78,7 @@ def test_the_lab_kernel_shows_live_widgets_under_a_named_path(lab: Lab, tmp_path
     try:
         code = (
             "import os, sys, ipywidgets\n"
-            "from eagle3_forensics.views.widgets import Explorer, frontend\n"
+            "from eagle3_forensics.io.frontend import frontend\nfrom eagle3_forensics.views.widgets import Explorer\n"
             "parent = open(f'/proc/{os.getppid()}/cmdline', 'rb').read().decode()\n"
             "print(all(n in parent for n in ('eagle3-forensics', 'papermill', 'nbconvert')), sys.executable)\n"
             "print(os.environ.get('JPY_SESSION_NAME', '').endswith('00_triage.ipynb'), frontend())\n"
@@ -103,7 +103,7 @@ def test_the_lab_kernel_shows_live_widgets_under_a_named_path(lab: Lab, tmp_path
                 cells=[
                     nbformat.v4.new_code_cell(
                         "import ipywidgets\n"
-                        "from eagle3_forensics.views.widgets import Explorer, frontend\n"
+                        "from eagle3_forensics.io.frontend import frontend\nfrom eagle3_forensics.views.widgets import Explorer\n"
                         f"print(frontend())\ndisplay({EXPLORER})"
                     )
                 ],
