@@ -25,7 +25,8 @@ How (POSIX only, Linux; elsewhere, or with ``kernels: fresh``, every kernel star
 * Nothing is lost when the zygote is not there, died or hangs: the client then ``exec``\\ s the
   ordinary ``ipykernel_launcher`` in its own place.
 
-The fork happens only while the zygote has a single thread besides numpy's BLAS pool and has not
+The fork happens only while the zygote has a single thread besides numpy's BLAS pool (and the
+fork-safe threads of :data:`FORK_SAFE_THREADS`) and has not
 initialised CUDA (both checked; it refuses to serve otherwise): on a GPU node each kernel
 initialises CUDA itself, after the fork. Modules that hook into the IPython session when imported
 are the other hazard: :data:`PRELOAD` leaves alone ``matplotlib.pyplot`` and its inline backend,
@@ -86,6 +87,7 @@ PRELOAD: tuple[str, ...] = (
     "eagle3_forensics.probe.server.core",
     "eagle3_forensics.probe.served",
     "eagle3_forensics.probe.why",
+    "eagle3_forensics.runs.kernel",
     "eagle3_forensics.runs.record",
     "eagle3_forensics.views.html",
     "eagle3_forensics.views.plots",
@@ -257,11 +259,27 @@ def client(socket_path: str, args: list[str]) -> int:
 # -- the zygote ----------------------------------------------------------------------------------------
 
 
+# Threads that survive a fork safely by name: jemalloc's purging threads (pyarrow's allocator, which
+# pandas imports) are stopped around fork by jemalloc's own handlers (its prefork takes their locks,
+# postfork_child resets them to none), as OpenBLAS does with its pool.
+FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
+
+
 def _threads() -> int:
+    """The process's threads, those in :data:`FORK_SAFE_THREADS` left out."""
     try:
-        return len(os.listdir("/proc/self/task"))
+        tasks = os.listdir("/proc/self/task")
     except OSError:
         return threading.active_count()
+    n = 0
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/comm", encoding="utf-8") as fh:
+                name = fh.read().strip()
+        except OSError:  # the thread ended meanwhile
+            continue
+        n += name not in FORK_SAFE_THREADS
+    return n
 
 
 def preload(modules: tuple[str, ...] = PRELOAD) -> None:

@@ -148,11 +148,18 @@ def test_sharded_runs_merge_to_the_single_run(tmp_path: Path, command: str) -> N
 
 def test_audit_prep_dirs() -> None:
     code, healthy = _cli("audit-data", str(DEMO / "prep"), "--target", str(TARGET), "--drafter", str(HEALTHY))
-    # --target adds the length facts (info: the serving context is only the target's default here)
-    assert code == 0 and [f for f in healthy["findings"] if f["severity"] != "info"] == [], healthy[
-        "findings"
-    ]
-    assert {f["code"] for f in healthy["findings"]} <= {"DATA_TRAINED_LENGTH", "CONTEXT_BEYOND_TRAINING"}
+    # --target adds the length facts (info: the serving context is only the target's default here).
+    # The prep dir holds plain-text continuations of prompts.jsonl while the target chats: that is named
+    # (a warning, exit 0: the drafter may serve raw completions only), and nothing else is.
+    above_info = {f["code"]: f for f in healthy["findings"] if f["severity"] != "info"}
+    assert code == 0 and set(above_info) == {"DATA_TEMPLATE_MISMATCH"}, healthy["findings"]
+    tpl = above_info["DATA_TEMPLATE_MISMATCH"]
+    assert tpl["severity"] == "warning" and tpl["evidence"]["plain_text"] == 8
+    assert {f["code"] for f in healthy["findings"]} <= {
+        "DATA_TRAINED_LENGTH",
+        "CONTEXT_BEYOND_TRAINING",
+        "DATA_TEMPLATE_MISMATCH",
+    }
     # the demo dumps are the target's own greedy continuations: the target agrees on every position
     assert healthy["summary"]["target_fit"]["agreement"]["rate"] == 1.0
     code, broken = _cli("audit-data", str(DEMO / "prep_broken"), "--target", str(TARGET))

@@ -141,16 +141,16 @@ def _skipping_and_plain(world: dict[str, Path], root: Path) -> tuple[Path, Path]
 def test_mode_from_the_prompt_side_and_plain_text(world: dict[str, Path], tmp_path: Path) -> None:
     skip, plain = _skipping_and_plain(world, tmp_path)
     lab = GreedyLabeller(world["target"])
-    a = audit_data(skip, target=world["target"], labeller=lab, launch=SERVED)
+    a = audit_data(skip, ScanOptions(target=world["target"]), labeller=lab, launch=SERVED)
     assert "DATA_TEMPLATE_MISMATCH" not in codes(a), [f.to_dict() for f in a.findings]
     tpl = a.summary["target_fit"]["template"]
     assert tpl["outcomes"] == {"empty_think": 6} and tpl["prompt_modes"] == {"thinking": 6}
     # served without thinking, the same data is named: its prompt side is the thinking one
     off = audit_data(
-        skip, target=world["target"], labeller=lab, launch=SERVED, template_kwargs={"enable_thinking": False}
+        skip, ScanOptions(target=world["target"]), labeller=lab, launch=SERVED, template_kwargs={"enable_thinking": False}
     )
     assert codes(off)["DATA_TEMPLATE_MISMATCH"] == "error"
-    p = audit_data(plain, target=world["target"], labeller=lab, launch=SERVED)
+    p = audit_data(plain, ScanOptions(target=world["target"]), labeller=lab, launch=SERVED)
     f = next(f for f in p.findings if f.code == "DATA_TEMPLATE_MISMATCH")
     assert f.severity.value == "warning" and "plain text" in f.message and f.evidence["plain_text"] == 6
 
