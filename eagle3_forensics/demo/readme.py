@@ -67,7 +67,7 @@ the selection starts with ids 0..{zeros_last} and a correct `d2t` starts with {z
 
 | variant | what it is | expected findings |
 |---|---|---|
-| `healthy` | SpecForge/EAGLE layout (`midlayer.*`, flat config, no `embed_tokens`, no aux-layer field); `d2t` offsets, `t2d` | none |
+| `healthy` | SpecForge/EAGLE layout (`midlayer.*`, flat config, no `embed_tokens`, the trained layers recorded where vLLM reads them: `eagle_aux_hidden_state_layer_ids = {aux_ids}`, which SGLang and EAGLE, reading elsewhere, also use as their default); `d2t` offsets, `t2d` | none |
 | `speculators_layout` | the same weights saved the speculators way: `layers.0.*`, `embed_tokens.weight` (the target's), `Eagle3Speculator` config with `eagle_aux_hidden_state_layer_ids = {aux_ids}` | fine on vLLM and speculators; no SGLang release up to 0.5.23 reads a speculators config (`CONFIG_UNREADABLE_BY_ENGINE` with `--engine sglang`) |
 | `layers_flat` | the seed case: the healthy weights and SpecForge's flat config, but the decoder saved as `layers.0.*` | on `sglang==0.5.11` and the EAGLE reference: `KEYS_DROPPED_BY_ENGINE`, `PARAMS_UNFILLED` (they look up `midlayer.*`); SGLang 0.5.12+, vLLM and TensorRT-LLM load it |
 | `d2t_absolute` | healthy, but `d2t = sel` (absolute target ids instead of offsets) | `D2T_ABSOLUTE` |

@@ -437,13 +437,18 @@ def _flat_llama_fields() -> dict[str, Any]:
 
 
 def _specforge_config() -> dict[str, Any]:
-    """Flat SpecForge/EAGLE config; no aux-layer field, so every engine uses its own default."""
+    """Flat SpecForge/EAGLE config that records the trained layers where vLLM reads them (top-level
+    ``eagle_aux_hidden_state_layer_ids``, HF index). Engines that read elsewhere (SGLang's
+    ``eagle_config``, EAGLE's hard-coded set) fall back to their default, the same layers here: a
+    healthy drafter is silent. Without the field every engine would warn that the trained layers are
+    not recorded (AUX_LAYER_IDS_NOT_RECORDED), which the unit tests build on their own."""
     fields = _flat_llama_fields()
     cfg: dict[str, Any] = {"architectures": ["LlamaForCausalLMEagle3"]}
     for k, v in fields.items():
         cfg[k] = v
         if k == "vocab_size":
             cfg["draft_vocab_size"] = DRAFT_VOCAB_SIZE
+    cfg["eagle_aux_hidden_state_layer_ids"] = list(SPECULATORS_AUX_LAYER_IDS)
     return cfg
 
 

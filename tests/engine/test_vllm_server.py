@@ -172,10 +172,9 @@ def test_healthy_agrees_with_the_in_process_probe(
     ) == ("eagle3", K, 1, K + 1, "chain")
     assert launch["draft_model"] == str(DRAFTERS / "healthy") and launch["source"] == "/server_info"
     assert launch["aux_layers"]["agrees"] and launch["aux_layers"]["engine_reads_hf"] == [2, 4, 5]
-    # the demo's healthy config records no aux ids (the trainer's default, which vLLM's fallback
-    # equals): issue 30's AUX_LAYER_IDS_NOT_RECORDED warning is its only remark, and no error
+    # the demo's healthy config records its trained ids where vLLM reads them: nothing to remark
     assert launch["diagnose"]["errors"] == []
-    assert launch["diagnose"]["warnings"] == ["AUX_LAYER_IDS_NOT_RECORDED"]
+    assert launch["diagnose"]["warnings"] == []
     r = measure(healthy_server, ref)
     assert_counters_consistent(r)
     figures["healthy"] = {

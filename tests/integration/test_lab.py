@@ -153,7 +153,12 @@ def _terminal_run(lab: Lab, command: str, until: str, timeout: float = 180) -> s
         conn.close()
         return seen
 
-    return asyncio.run(run())
+    # in a thread of its own: a browser test earlier in the session (Playwright's sync API) may leave
+    # an event loop marked running in this one, and asyncio.run refuses to nest
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, run()).result()
 
 
 def test_a_lab_terminal_runs_the_next_commands_and_the_log_stays_quiet(lab: Lab) -> None:

@@ -147,7 +147,11 @@ def test_mode_from_the_prompt_side_and_plain_text(world: dict[str, Path], tmp_pa
     assert tpl["outcomes"] == {"empty_think": 6} and tpl["prompt_modes"] == {"thinking": 6}
     # served without thinking, the same data is named: its prompt side is the thinking one
     off = audit_data(
-        skip, ScanOptions(target=world["target"]), labeller=lab, launch=SERVED, template_kwargs={"enable_thinking": False}
+        skip,
+        ScanOptions(target=world["target"]),
+        labeller=lab,
+        launch=SERVED,
+        template_kwargs={"enable_thinking": False},
     )
     assert codes(off)["DATA_TEMPLATE_MISMATCH"] == "error"
     p = audit_data(plain, ScanOptions(target=world["target"]), labeller=lab, launch=SERVED)
