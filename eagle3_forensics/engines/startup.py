@@ -11,9 +11,11 @@ rule, the speculators verifier rule and the RoPE-type context rule. Each release
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
+from typing import Any
 
 from eagle3_forensics.engines.catalog import each
 from eagle3_forensics.engines.codec import decode
@@ -76,6 +78,10 @@ class StartupRules:
     verifier_must_be_remote: bool = False
     context: ContextRule = ContextRule.RAISES_DRAFT
     cache_only_rope_types: frozenset[str] = frozenset()
+    # RoPE types whose frequencies or scale the release derives from max_position_embeddings, so raising
+    # it to the target's runs the draft with another RoPE than its config's: (type, condition), the
+    # condition "" (always), "with:KEY" or "without:KEY" (a key of that RoPE parameter group)
+    rope_changed_by_raise: tuple[tuple[str, str], ...] = ()
     # keys SpeculativeConfig accepts as fields but refuses when set (not null): (key, the error it raises)
     refused_values: tuple[tuple[str, str], ...] = ()
     # method-specific options (config/speculative.py _METHOD_SPECIFIC_OPTIONS): set with a method whose
@@ -92,6 +98,11 @@ class StartupRules:
             object.__setattr__(self, attr, enum(getattr(self, attr)))
         if self.runners and sum(r.default for r in self.runners) != 1:
             raise ValueError("startup rules: exactly one runner is the default")
+        bad = [
+            c for _, c in self.rope_changed_by_raise if c and c.partition(":")[0] not in ("with", "without")
+        ]
+        if bad:
+            raise ValueError(f"startup rules: rope_changed_by_raise conditions {bad} are not with:/without:")
         if any(k in self.config_keys for k, _ in self.removed_keys):
             raise ValueError("startup rules: a removed key is still accepted")
         if not set(self.eagle3_options) <= set(self.method_options):
@@ -104,6 +115,21 @@ class StartupRules:
     def eagle3_refused_options(self) -> tuple[str, ...]:
         """The method-specific options an eagle3 launch may not set."""
         return tuple(o for o in self.method_options if o not in self.eagle3_options)
+
+    def raises_draft(self, rope_types: list[str]) -> bool:
+        """Whether the release raises a short draft's max_position_embeddings to the target's limit."""
+        if self.context is ContextRule.RAISES_DRAFT:
+            return True
+        return all(t in self.cache_only_rope_types for t in rope_types)
+
+    def changed_by_raise(self, group: Mapping[str, Any]) -> bool:
+        """Whether raising max_position_embeddings changes this RoPE parameter group's rotary."""
+        kind = str(group.get("rope_type", group.get("type", "default")))
+        for rope_type, condition in self.rope_changed_by_raise:
+            how, _, key = condition.partition(":")
+            if rope_type == kind and (not condition or (key in group) == (how == "with")):
+                return True
+        return False
 
     def runner(self, name: str) -> RunnerRule | None:
         return next((r for r in self.runners if r.name == name), None)
