@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from eagle3_forensics.checks.context import Context
-from eagle3_forensics.checks.startup import rope_groups, rope_types
+from eagle3_forensics.checks.startup import draft_max_len, rope_groups, rope_types
 from eagle3_forensics.engines.rules import EngineRules
 from eagle3_forensics.engines.startup import ContextRule, StartupRules, startup_for
 from eagle3_forensics.engines.view import engine_view
@@ -108,23 +108,29 @@ def _legacy_only(ctx: Context) -> Iterator[Finding]:
         )
 
 
-def _short_draft(ctx: Context, rules: EngineRules) -> tuple[dict[str, Any], int, int] | None:
-    """The config as ``rules`` reads it, its max_position_embeddings and the target's, when it is shorter."""
+def _short_draft(
+    ctx: Context, rules: EngineRules, startup: StartupRules | None
+) -> tuple[dict[str, Any], int, int] | None:
+    """The config as ``rules`` reads it, and its limit and the target's as the release derives them
+    (``StartupRules.limit``; max_position_embeddings without rules), when the draft's is shorter."""
     t = ctx.target
     if t is None or t.max_position_embeddings is None:
         return None
     raw = engine_view(rules, ctx.cfg).raw
     dmax = _int(raw.get("max_position_embeddings"))
-    if dmax is None or dmax >= t.max_position_embeddings:
+    if dmax is None:
         return None
-    return raw, dmax, t.max_position_embeddings
+    tmax = t.max_position_embeddings
+    if startup is not None:
+        dmax, tmax = startup.limit(dmax, rope_groups(raw)), startup.limit(tmax, rope_groups(t.rope()))
+    return (raw, dmax, tmax) if dmax < tmax else None
 
 
 def _raised_rope(ctx: Context) -> Iterator[Finding]:
     """A release raises a short draft's max_position_embeddings, and its RoPE type derives from it."""
     for rules in ctx.engines:
         startup = startup_for(rules)
-        short = _short_draft(ctx, rules)
+        short = _short_draft(ctx, rules, startup) if startup is not None else None
         if startup is None or short is None:
             continue
         raw, dmax, tmax = short
@@ -137,9 +143,9 @@ def _raised_rope(ctx: Context) -> Iterator[Finding]:
         yield Finding(
             "ROPE_MISMATCH",
             Severity.WARNING,
-            f"{rules.display} ({rules.release}) raises the draft's max_position_embeddings from {dmax} to the "
-            f"target's {tmax} at start-up, and for RoPE type {'/'.join(kinds)} the rotary derives from that "
-            "value: the drafter runs with another RoPE than its config (and training) records.",
+            f"{rules.display} ({rules.release}) {_raise_phrase(startup)} the draft's max_position_embeddings "
+            f"from {dmax} to the target's {tmax} at start-up, and for RoPE type {'/'.join(kinds)} the rotary "
+            "derives from that value: the drafter runs with another RoPE than its config (and training) records.",
             engine=rules.name,
             evidence={
                 "rope_types": kinds,
@@ -148,9 +154,22 @@ def _raised_rope(ctx: Context) -> Iterator[Finding]:
                 "sources": list(startup.sources),
                 **ctx.evidence_base(rules.name),
             },
-            fix=f"Serve with --max-model-len {dmax} (no raise), or on a release that keeps the draft's value, "
-            "or write the length the drafter was trained at into its config.",
+            proof=_proof(startup, "rope_changed_by_raise"),
+            fix=f"Serve with a context of at most {dmax} tokens (vLLM --max-model-len, SGLang --context-length: no "
+            "raise), or on a release that keeps the draft's value, or write the length the drafter was trained at "
+            "into its config.",
         )
+
+
+def _proof(startup: StartupRules, field: str) -> str:
+    """How a start-up fact is known: ran where the loader tier runs that rule, else read in the wheel."""
+    return "ran" if field in startup.ran else "read"
+
+
+def _raise_phrase(startup: StartupRules) -> str:
+    if startup.context is ContextRule.REFUSED_UNLESS_ENV:
+        return f"starts only with {startup.context_env}=1, which raises"
+    return "raises"
 
 
 def _rope_shape(scaling: Any, params: Any) -> dict[str, Any]:
@@ -197,10 +216,10 @@ def check_context(ctx: Context) -> Iterator[Finding]:
     unrecorded: list[EngineRules] = []
     limits: tuple[int, int] | None = None
     for rules in ctx.engines:
-        short = _short_draft(ctx, rules)
+        startup = startup_for(rules)
+        short = _short_draft(ctx, rules, startup)
         if short is None:
             continue
-        startup = startup_for(rules)
         if startup is None:
             unrecorded.append(rules)
             limits = short[1:]
@@ -213,46 +232,87 @@ def check_context(ctx: Context) -> Iterator[Finding]:
 def _context_release(
     ctx: Context, rules: EngineRules, startup: StartupRules, raw: dict[str, Any], dmax: int, tmax: int
 ) -> Finding:
-    kinds = rope_types(raw)
-    name, kind = f"{rules.display} {rules.versions}", "/".join(sorted(set(kinds)))
+    """What the release does with a draft limit ``dmax`` below the target's ``tmax``, in its words."""
+    kinds = sorted(set(rope_types(raw)))
+    name = f"{rules.display} {rules.versions}"
     ev: dict[str, Any] = {
         "drafter": dmax,
         "target": tmax,
-        "rope_types": sorted(set(kinds)),
+        "rope_types": kinds,
         "sources": list(startup.sources),
         **ctx.evidence_base(rules.name),
     }
+    head = f"The drafter's context limit ({dmax}) is below the target's ({tmax}); {name}"
+    if startup.context is ContextRule.REFUSED_UNLESS_ENV:
+        return Finding(
+            "CONTEXT_TOO_SHORT",
+            Severity.WARNING,
+            f"{head} gives the draft the target's context length and refuses to start ('Target model's "
+            f"context_length ({tmax}) is greater than the derived context_length ({dmax})') unless "
+            f"{startup.context_env}=1 is set, which raises the draft's max_position_embeddings to the target's.",
+            engine=rules.name,
+            evidence={**ev, "outcome": "refused_unless_env", "env": startup.context_env},
+            proof=_proof(startup, "context"),
+            fix=f"Set {startup.context_env}=1 if the drafter's RoPE allows the longer context, or serve with a "
+            f"context length of at most {dmax}, or set max_position_embeddings to {tmax} in the drafter config.",
+        )
     if startup.raises_draft(kinds):
         why = (
             "for every EAGLE draft"
             if startup.context is ContextRule.RAISES_DRAFT
-            else (f"since RoPE type {kind} only sizes the rotary cache")
+            else f"since RoPE type {'/'.join(kinds)} only sizes the rotary cache"
         )
         return Finding(
             "CONTEXT_TOO_SHORT",
             Severity.INFO,
-            f"The drafter's max_position_embeddings ({dmax}) is below the target's ({tmax}); {name} raises it "
-            f"to the target's max_model_len at start-up {why}, so drafting runs on long contexts. Acceptance "
-            "may still fall beyond the length the drafter was trained at.",
+            f"{head} raises the draft's max_position_embeddings to the target's max_model_len at start-up "
+            f"{why}, so drafting runs on long contexts. Acceptance may still fall beyond the length the drafter "
+            "was trained at.",
             engine=rules.name,
             evidence={**ev, "outcome": "raised"},
-            fix=None,
+            proof=_proof(startup, "context"),
+        )
+    return _context_kept(startup, raw, head, ev, rules.name)
+
+
+def _context_kept(
+    startup: StartupRules, raw: dict[str, Any], head: str, ev: dict[str, Any], engine: str
+) -> Finding:
+    """A non cache-only draft the release does not raise: the server is lowered to the draft's derived
+    max_model_len (``draft_max_len``), or, where that covers the target's, nothing changes."""
+    dmax, tmax, kinds = ev["drafter"], ev["target"], "/".join(ev["rope_types"])
+    limit = draft_max_len(raw)
+    fix = (
+        f"Set max_position_embeddings to {tmax} if the drafter's RoPE supports it, or serve with "
+        f"--max-model-len {min(dmax, limit or dmax)} knowingly."
+    )
+    if limit is None or limit >= tmax:
+        return Finding(
+            "CONTEXT_TOO_SHORT",
+            Severity.WARNING,
+            f"{head} does not raise it (RoPE type {kinds} is not cache-only), and the draft's derived "
+            f"max_model_len ({limit}) does not lower the server's: positions past {dmax} may fall outside the "
+            "draft's rotary cache (sized from max_position_embeddings).",
+            engine=engine,
+            evidence={**ev, "outcome": "not_raised", "draft_max_model_len": limit},
+            proof=_proof(startup, "context"),
+            fix=fix,
         )
     where = (
         "on the V2 runner (the default)"
         if startup.context is ContextRule.LIMITS_SERVER_V2
-        else ("on every runner")
+        else "on every runner"
     )
     return Finding(
         "CONTEXT_TOO_SHORT",
         Severity.WARNING,
-        f"The drafter's max_position_embeddings ({dmax}) is below the target's ({tmax}); {name} does not raise "
-        f"it (RoPE type {kind} is not cache-only): it lowers the whole server's max_model_len to the draft's "
-        f"{where}, with only a log warning (LAUNCH_CONTEXT_SHRUNK with --launch).",
-        engine=rules.name,
-        evidence={**ev, "outcome": "server_limited"},
-        fix=f"Set max_position_embeddings to {tmax} if the drafter's RoPE supports it, or serve with "
-        f"--max-model-len {dmax} knowingly.",
+        f"{head} does not raise it (RoPE type {kinds} is not cache-only): it lowers the whole server's "
+        f"max_model_len to the draft's ({limit}) {where}, with only a log warning (LAUNCH_CONTEXT_SHRUNK with "
+        "--launch).",
+        engine=engine,
+        evidence={**ev, "outcome": "server_limited", "draft_max_model_len": limit},
+        proof=_proof(startup, "context"),
+        fix=fix,
     )
 
 

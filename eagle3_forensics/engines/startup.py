@@ -42,6 +42,9 @@ class ContextRule(StrEnum):
     RAISES_DRAFT = "raises_draft"  # the draft's limit is raised to the target's (every RoPE type)
     LIMITS_SERVER_V2 = "limits_server_v2"  # non cache-only RoPE: V2 lowers the server's max_model_len
     LIMITS_SERVER = "limits_server"  # the same on every runner
+    # the draft is given the target's limit: start-up fails unless context_env is set, which raises the
+    # draft's max_position_embeddings to the target's (every RoPE type)
+    REFUSED_UNLESS_ENV = "refused_unless_env"
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,11 @@ class StartupRules:
     verifier_must_be_remote: bool = False
     context: ContextRule = ContextRule.RAISES_DRAFT
     cache_only_rope_types: frozenset[str] = frozenset()
+    context_env: str | None = None  # REFUSED_UNLESS_ENV: the variable that lets a longer context start
+    # the draft's own limit is max_position_embeddings times its RoPE factor, except for these RoPE types
+    # and RoPE groups holding these keys (SGLang get_context_length); False: max_position_embeddings
+    context_scaled: bool = False
+    context_factor_exempt: tuple[str, ...] = ()
     # RoPE types whose frequencies or scale the release derives from max_position_embeddings, so raising
     # it to the target's runs the draft with another RoPE than its config's: (type, condition), the
     # condition "" (always), "with:KEY" or "without:KEY" (a key of that RoPE parameter group)
@@ -117,19 +125,31 @@ class StartupRules:
         return tuple(o for o in self.method_options if o not in self.eagle3_options)
 
     def raises_draft(self, rope_types: list[str]) -> bool:
-        """Whether the release raises a short draft's max_position_embeddings to the target's limit."""
-        if self.context is ContextRule.RAISES_DRAFT:
+        """Whether a short draft that serves at all runs with its max_position_embeddings raised to the
+        target's (REFUSED_UNLESS_ENV: it serves only with ``context_env`` set, which raises it)."""
+        if self.context in (ContextRule.RAISES_DRAFT, ContextRule.REFUSED_UNLESS_ENV):
             return True
         return all(t in self.cache_only_rope_types for t in rope_types)
 
     def changed_by_raise(self, group: Mapping[str, Any]) -> bool:
         """Whether raising max_position_embeddings changes this RoPE parameter group's rotary."""
         kind = str(group.get("rope_type", group.get("type", "default")))
-        for rope_type, condition in self.rope_changed_by_raise:
-            how, _, key = condition.partition(":")
-            if rope_type == kind and (not condition or (key in group) == (how == "with")):
-                return True
-        return False
+        return any(
+            rope_type == kind and all(_holds(c, group) for c in conditions.split(",") if c)
+            for rope_type, conditions in self.rope_changed_by_raise
+        )
+
+    def limit(self, max_position_embeddings: int, groups: list[dict[str, Any]]) -> int:
+        """A config's own context limit as the release derives it (``context_scaled``)."""
+        if not self.context_scaled or not groups:
+            return max_position_embeddings
+        group = groups[0]
+        kind = str(group.get("rope_type", group.get("type", "default")))
+        factor = group.get("factor", 1)
+        exempt = kind in self.context_factor_exempt or any(k in group for k in self.context_factor_exempt)
+        if exempt or isinstance(factor, bool) or not isinstance(factor, int | float):
+            return max_position_embeddings
+        return int(factor * max_position_embeddings)
 
     def runner(self, name: str) -> RunnerRule | None:
         return next((r for r in self.runners if r.name == name), None)
@@ -137,6 +157,11 @@ class StartupRules:
     @property
     def default_runner(self) -> RunnerRule | None:
         return next((r for r in self.runners if r.default), None)
+
+
+def _holds(condition: str, group: Mapping[str, Any]) -> bool:
+    how, _, key = condition.partition(":")
+    return (key in group) == (how == "with")
 
 
 def startup_for(rules: EngineRules) -> StartupRules | None:

@@ -746,10 +746,12 @@ CASES: list[Case] = [
         evidence={"kinds": ["eos"], "roles": ["critical"]},
     ),
     Case(
+        # SGLang refuses to start unless its env var is set; vLLM 0.34 raises a default-RoPE draft (info);
+        # the other engines' behaviour is not recorded (one checkpoint-level warning)
         "context_too_short",
         "CONTEXT_TOO_SHORT",
         "warning",
-        N1,
+        frozenset({None, "sglang"}),
         target={"max_pos": 8192},
         good_target={"max_pos": 2048},
         evidence={"drafter": 2048, "target": 8192},

@@ -79,7 +79,7 @@ def test_context_wording_follows_the_release_for_a_cache_only_rope(tmp_path: Pat
     for release in ("vllm==0.32.0", "vllm==0.33.0", "vllm==0.34.0"):
         f = _context(diagnose(build_drafter(tmp_path / release), target=target, engines=[release]))["vllm"]
         assert f.severity is Severity.INFO and f.evidence["outcome"] == "raised", release
-        assert "raises it" in f.message and "stops" not in f.message
+        assert "raises the draft's max_position_embeddings" in f.message and "stops" not in f.message
     assert (
         "every EAGLE draft"
         in _context(diagnose(build_drafter(tmp_path / "a"), target=target, engines=["vllm==0.32.0"]))[
@@ -104,10 +104,51 @@ def test_context_a_non_cache_only_rope_limits_the_server_on_033_and_later(tmp_pa
 def test_context_without_a_recorded_rule_is_one_checkpoint_level_warning(tmp_path: Path) -> None:
     target = _target(tmp_path / "t", max_pos=LONG)
     found = _context(
-        diagnose(build_drafter(tmp_path / "d"), target=target, engines=["sglang", "vllm==0.34.0"])
+        diagnose(build_drafter(tmp_path / "d"), target=target, engines=["eagle", "vllm==0.34.0"])
     )
     assert set(found) == {None, "vllm"} and found[None].severity is Severity.WARNING
     assert "not recorded" in found[None].message and found["vllm"].severity is Severity.INFO
+
+
+def test_context_a_dynamic_draft_whose_derived_limit_covers_the_target(tmp_path: Path) -> None:
+    """factor 4 x 2048 covers 8192: SGLang starts (its derived limit is scaled); vLLM 0.34 neither raises
+    max_position_embeddings nor lowers the server, so positions past 2048 leave the rotary cache."""
+    target = _target(tmp_path / "t", max_pos=LONG)
+    drafter = build_drafter(
+        tmp_path / "d", config_extra={"rope_scaling": {"rope_type": "dynamic", "factor": 4.0}}
+    )
+    assert not _context(diagnose(drafter, target=target, engines=["sglang"]))
+    f = _context(diagnose(drafter, target=target, engines=["vllm==0.34.0"]))["vllm"]
+    assert f.severity is Severity.WARNING and f.evidence["outcome"] == "not_raised"
+
+
+@pytest.mark.parametrize("release", ["sglang==0.5.11", "sglang==0.5.16", "sglang"])
+def test_context_sglang_refuses_to_start_unless_its_env_var_is_set(tmp_path: Path, release: str) -> None:
+    target = _target(tmp_path / "t", max_pos=LONG)
+    llama3 = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": MAX_POS}
+    for name, extra in (("plain", {}), ("llama3", {"config_extra": {"rope_scaling": llama3}})):
+        f = _context(diagnose(build_drafter(tmp_path / name, **extra), target=target, engines=[release]))[
+            "sglang"
+        ]
+        assert f.severity is Severity.WARNING and f.evidence["outcome"] == "refused_unless_env", name
+        assert f.proof == "read"  # read in the wheel, not run
+        assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1" in f.message and "refuses to start" in f.message
+
+
+@pytest.mark.parametrize(("scaling", "warned"), [(LONGROPE, True), ({**LONGROPE, "long_mscale": 1.0}, False)])
+def test_sglang_raising_the_limit_changes_longrope(
+    tmp_path: Path, scaling: dict[str, Any], warned: bool
+) -> None:
+    target = _target(tmp_path / "t", max_pos=LONG)
+    d = diagnose(
+        build_drafter(tmp_path / "d", config_extra={"rope_scaling": scaling}),
+        target=target,
+        engines=["sglang"],
+    )
+    hit = [f for f in _found(d, "ROPE_MISMATCH") if f.severity is Severity.WARNING]
+    assert [f.engine for f in hit] == (["sglang"] if warned else [])
+    if warned:
+        assert "starts only with SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1" in hit[0].message
 
 
 @pytest.mark.parametrize(
