@@ -27,6 +27,12 @@ from eagle3_forensics.engines.startup import ContextRule, StartupRules, startup_
 from eagle3_forensics.engines.view import engine_view
 from eagle3_forensics.findings import Finding, Severity
 
+_LIMIT_FIELDS = (
+    "max_position_embeddings",
+    "original_max_position_embeddings",
+    "rope_parameters",
+    "rope_scaling",
+)
 LEGACY_THETA = 10000.0  # what a release reading only rope_theta falls back to (the Llama default)
 
 
@@ -116,7 +122,9 @@ def _short_draft(
     t = ctx.target
     if t is None or t.max_position_embeddings is None:
         return None
-    raw = engine_view(rules, ctx.cfg).raw
+    view = engine_view(rules, ctx.cfg)
+    # the fields wherever the config keeps them (a speculators config: transformer_layer_config)
+    raw = {k: view.get(k) for k in _LIMIT_FIELDS if view.get(k) is not None}
     dmax = _int(raw.get("max_position_embeddings"))
     if dmax is None:
         return None
@@ -129,6 +137,8 @@ def _short_draft(
 def _raised_rope(ctx: Context) -> Iterator[Finding]:
     """A release raises a short draft's max_position_embeddings, and its RoPE type derives from it."""
     for rules in ctx.engines:
+        if not ctx.loads[rules.name].config_readable:
+            continue  # CONFIG_UNREADABLE_BY_ENGINE says it all for that engine
         startup = startup_for(rules)
         short = _short_draft(ctx, rules, startup) if startup is not None else None
         if startup is None or short is None:
@@ -216,6 +226,8 @@ def check_context(ctx: Context) -> Iterator[Finding]:
     unrecorded: list[EngineRules] = []
     limits: tuple[int, int] | None = None
     for rules in ctx.engines:
+        if not ctx.loads[rules.name].config_readable:
+            continue  # CONFIG_UNREADABLE_BY_ENGINE says it all for that engine
         startup = startup_for(rules)
         short = _short_draft(ctx, rules, startup)
         if short is None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import MAX_POS, build_drafter, build_target
+from builders import MAX_POS, build_drafter, build_target, speculators_spec
 
 from eagle3_forensics.checks.diagnose import diagnose
 from eagle3_forensics.findings import Finding, Severity
@@ -175,3 +175,12 @@ def test_vllm_032_raising_the_limit_changes_some_ropes(
     assert not [f for f in _found(kept, "ROPE_MISMATCH") if f.severity is Severity.WARNING]
     same = diagnose(drafter, target=_target(tmp_path / "short"), engines=["vllm==0.32.0"])
     assert not [f for f in _found(same, "ROPE_MISMATCH") if f.severity is Severity.WARNING]
+
+
+def test_context_reads_a_speculators_config_where_it_keeps_the_limit(tmp_path: Path) -> None:
+    """max_position_embeddings lives in transformer_layer_config (vLLM's shim reads it there); engines
+    that cannot read the config at all get CONFIG_UNREADABLE_BY_ENGINE only, and no shared warning."""
+    target = _target(tmp_path / "t", max_pos=LONG)
+    drafter = build_drafter(tmp_path / "d", speculators_spec())
+    found = _context(diagnose(drafter, target=target, engines=["sglang", "vllm==0.34.0", "eagle"]))
+    assert set(found) == {"vllm"} and found["vllm"].severity is Severity.INFO
