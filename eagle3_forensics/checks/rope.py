@@ -10,9 +10,9 @@ A warning is earned only where a release runs the drafter with another RoPE than
   draft's RoPE type the rotary derives from that value (``StartupRules.rope_changed_by_raise``).
 
 ``CONTEXT_TOO_SHORT`` says what each release does with a draft limit below the target's, from its
-start-up rules (``StartupRules.context``): raise the draft's limit (info), or lower the whole server's
-``max_model_len`` to the draft's (warning). Releases without a recorded rule share one checkpoint-level
-warning that says so.
+start-up rules (``StartupRules.context``): raise the draft's limit (info), lower the whole server's
+``max_model_len`` to the draft's (warning), or refuse to start unless an environment variable is set
+(warning). Releases without a recorded rule share one checkpoint-level warning that says so.
 """
 
 from __future__ import annotations

@@ -1,12 +1,15 @@
-"""What a vLLM release does at start-up with a speculative config, per release, as data.
+"""What a release does at start-up with a speculative config, per release, as data (vLLM; SGLang: the
+context rule only).
 
 :class:`StartupRules` is the part of a launch table (``LaunchRules.startup``) that decides whether
 the server starts at all and what it runs: the keys ``SpeculativeConfig`` accepts (a pydantic
 dataclass with ``extra="forbid"``: any other key is a start-up error), the model runners and what
 forces one, P-EAGLE and ``parallel_drafting``, whether an explicit method survives the draft-name
-rule, the speculators verifier rule and the RoPE-type context rule. Each release's rules are the
-``startup`` section of its record (``engines/records/``); every fact was read in the released
-``vllm`` wheel named in ``sources`` (and ran where ``ran`` says so).
+rule, the speculators verifier rule and the context rule: what a draft whose limit is below the
+target's gets (raised, the server lowered, or a refusal unless an environment variable is set) and
+which RoPE types a raised limit changes. Each release's rules are the ``startup`` section of its record
+(``engines/records/``); every fact was read in the released wheel named in ``sources`` (and ran where
+``ran`` says so). An SGLang record holds only the context rule (no keys, no runners).
 """
 
 from __future__ import annotations
