@@ -130,8 +130,12 @@ def _short_draft(
         return None
     tmax = t.max_position_embeddings
     if startup is not None:
-        dmax, tmax = startup.limit(dmax, rope_groups(raw)), startup.limit(tmax, rope_groups(t.rope()))
+        dmax, tmax = startup.limit(dmax, _rope_dict(raw)), startup.limit(tmax, _rope_dict(t.rope()))
     return (raw, dmax, tmax) if dmax < tmax else None
+
+
+def _rope_dict(fields: dict[str, Any]) -> Any:
+    return fields.get("rope_parameters") or fields.get("rope_scaling")
 
 
 def _raised_rope(ctx: Context) -> Iterator[Finding]:

@@ -142,14 +142,14 @@ class StartupRules:
             for rope_type, conditions in self.rope_changed_by_raise
         )
 
-    def limit(self, max_position_embeddings: int, groups: list[dict[str, Any]]) -> int:
-        """A config's own context limit as the release derives it (``context_scaled``)."""
-        if not self.context_scaled or not groups:
+    def limit(self, max_position_embeddings: int, rope: Any) -> int:
+        """A config's own context limit as the release derives it (``context_scaled``) from its
+        ``max_position_embeddings`` and its RoPE dict (``rope_parameters``, else ``rope_scaling``)."""
+        if not self.context_scaled or not isinstance(rope, Mapping):
             return max_position_embeddings
-        group = groups[0]
-        kind = str(group.get("rope_type", group.get("type", "default")))
-        factor = group.get("factor", 1)
-        exempt = kind in self.context_factor_exempt or any(k in group for k in self.context_factor_exempt)
+        kind = str(rope.get("rope_type", rope.get("type", "default")))
+        factor = rope.get("factor", 1)
+        exempt = kind in self.context_factor_exempt or any(k in rope for k in self.context_factor_exempt)
         if exempt or isinstance(factor, bool) or not isinstance(factor, int | float):
             return max_position_embeddings
         return int(factor * max_position_embeddings)
