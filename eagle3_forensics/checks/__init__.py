@@ -8,6 +8,7 @@ from eagle3_forensics.checks import (
     aux_layers,
     aux_trained,
     norms,
+    rope,
     special_tokens,
     structure,
     target_capture,
@@ -29,6 +30,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *aux_trained.CHECKS,
     *norms.CHECKS,
     *target_fit.CHECKS,
+    *rope.CHECKS,
     *weights.CHECKS,
 )
 

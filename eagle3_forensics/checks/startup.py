@@ -323,7 +323,7 @@ def _aux_disabled(
     )
 
 
-def _rope_groups(raw: dict[str, Any]) -> list[dict[str, Any]]:
+def rope_groups(raw: dict[str, Any]) -> list[dict[str, Any]]:
     """The RoPE parameter dicts of a config (rope_parameters or rope_scaling; one per layer type if nested)."""
     rope = raw.get("rope_parameters") or raw.get("rope_scaling")
     if not isinstance(rope, dict) or not rope:
@@ -334,7 +334,7 @@ def _rope_groups(raw: dict[str, Any]) -> list[dict[str, Any]]:
 
 def rope_types(raw: dict[str, Any]) -> list[str]:
     """The RoPE types a config declares ("default" when it declares none)."""
-    groups = _rope_groups(raw)
+    groups = rope_groups(raw)
     return [str(g.get("rope_type", g.get("type", "default"))) for g in groups] or ["default"]
 
 
@@ -343,7 +343,7 @@ def draft_max_len(raw: dict[str, Any]) -> int | None:
     mpe = raw.get("max_position_embeddings")
     if not isinstance(mpe, int) or isinstance(mpe, bool):
         return None
-    groups = _rope_groups(raw)
+    groups = rope_groups(raw)
     types = rope_types(raw) if groups else []
     original = raw.get("original_max_position_embeddings")
     if "longrope" in types and isinstance(original, int):
@@ -368,7 +368,7 @@ def _context(
         return
     view = engine_view(ctx.rules(launch.engine), ctx.cfg) if launch.engine in ctx.engine_names else ctx.cfg
     types = rope_types(view.raw)
-    if all(t in startup.cache_only_rope_types for t in types):
+    if startup.raises_draft(types):
         return  # the release raises the draft's max_position_embeddings to the target's
     draft = draft_max_len(view.raw)
     spec_len = (launch.speculative_config or {}).get("max_model_len")
@@ -411,4 +411,4 @@ def _context(
     )
 
 
-__all__ = ["check_startup", "draft_max_len", "rope_types", "runner_for"]
+__all__ = ["check_startup", "draft_max_len", "rope_groups", "rope_types", "runner_for"]

@@ -1,4 +1,4 @@
-"""Cross-checks against the target model (``--target``), plus RoPE placement."""
+"""Cross-checks against the target model (``--target``): ``TARGET_MISMATCH``, the stored embedding."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import numpy as np
 
 from eagle3_forensics.checks.context import Context
 from eagle3_forensics.findings import Finding, Severity
-
-_ROPE_LEGACY = ("rope_theta", "rope_scaling")
 
 
 def check_target_fit(ctx: Context) -> Iterator[Finding]:
@@ -46,17 +44,6 @@ def check_target_fit(ctx: Context) -> Iterator[Finding]:
             fix="Use the drafter trained for this target (model, revision and tokenizer), or retrain.",
         )
     yield from _embedding_equality(ctx)
-    tmax, dmax = t.max_position_embeddings, cfg.int_field("max_position_embeddings")
-    if tmax is not None and dmax is not None and dmax < tmax:
-        yield Finding(
-            "CONTEXT_TOO_SHORT",
-            Severity.WARNING,
-            f"The drafter's max_position_embeddings ({dmax}) is below the target's ({tmax}); drafting "
-            "degrades or stops on long contexts.",
-            evidence={"drafter": dmax, "target": tmax},
-            fix=f"Set max_position_embeddings to {tmax} if the drafter's RoPE supports it (trained length "
-            "matters; consider rope scaling).",
-        )
 
 
 def _embedding_equality(ctx: Context) -> Iterator[Finding]:
@@ -107,89 +94,4 @@ def _mean_row_cosine(a: np.ndarray, b: np.ndarray, eps: float = 1e-8) -> float:
         return float(((a / an) * (b / bn)).sum(axis=-1, dtype=np.float32).mean(dtype=np.float32))
 
 
-def _nested_theta(params: Any) -> Any:
-    return params.get("rope_theta") if isinstance(params, dict) else None
-
-
-def _number(value: Any) -> float | None:
-    """A config value as a float; ``None`` when absent or not a number (a malformed config must not crash)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        return float(value)
-    except OverflowError:  # an int beyond float range
-        return None
-
-
-def check_rope(ctx: Context) -> Iterator[Finding]:
-    cfg = ctx.cfg
-    has_new = cfg.get("rope_parameters") is not None
-    has_legacy = cfg.get("rope_theta") is not None
-    if has_new and not has_legacy:
-        for rules in ctx.engines:
-            if not rules.reads_rope_parameters:
-                yield Finding(
-                    "ROPE_MISMATCH",
-                    Severity.WARNING,
-                    f"RoPE is only in rope_parameters (Transformers 5); {rules.display} ({rules.release}) reads "
-                    "only rope_theta/rope_scaling and falls back to the Llama default theta 10000.",
-                    engine=rules.name,
-                    evidence={
-                        "rope_parameters": cfg.get("rope_parameters"),
-                        **ctx.evidence_base(rules.name),
-                    },
-                    fix="Write rope_theta/rope_scaling at top level too (both forms).",
-                )
-    t = ctx.target
-    if t is None:
-        return
-    d_theta = cfg.get("rope_theta") or _nested_theta(cfg.get("rope_parameters"))
-    trope = t.rope()
-    t_theta = trope.get("rope_theta") or _nested_theta(trope.get("rope_parameters"))
-    d_num, t_num = _number(d_theta), _number(t_theta)
-    if d_num is not None and t_num is not None and d_num != t_num:
-        yield Finding(
-            "ROPE_MISMATCH",
-            Severity.WARNING,
-            f"The drafter's rope_theta ({d_theta}) differs from the target's ({t_theta}).",
-            evidence={"drafter_rope_theta": d_theta, "target_rope_theta": t_theta},
-            fix="Use the RoPE settings the drafter was trained with. Caution: speculators v0.3/v0.4 "
-            "trained with the Llama default; do not copy the target's over it without checking.",
-        )
-    yield from _rope_kind(cfg.get("rope_scaling"), cfg.get("rope_parameters"), trope)
-
-
-def _rope_shape(scaling: Any, params: Any) -> dict[str, Any]:
-    """RoPE type, factor and mrope sections, from ``rope_scaling`` or else ``rope_parameters``.
-
-    ``"mrope"`` is the legacy spelling of the default type with sections (Transformers rewrites it).
-    """
-    src = scaling if isinstance(scaling, dict) else params if isinstance(params, dict) else {}
-    kind = src.get("rope_type") or src.get("type") or "default"
-    return {
-        "type": "default" if kind == "mrope" else kind,
-        "factor": _number(src.get("factor")),
-        "mrope_section": src.get("mrope_section"),
-    }
-
-
-def _rope_kind(scaling: Any, params: Any, trope: dict[str, Any]) -> Iterator[Finding]:
-    """The drafter's RoPE type, scaling factor or mrope sections differ from the target's (SpecForge#310)."""
-    draft = _rope_shape(scaling, params)
-    target = _rope_shape(trope.get("rope_scaling"), trope.get("rope_parameters"))
-    differ = [k for k in ("type", "factor", "mrope_section") if draft[k] != target[k]]
-    if not differ:
-        return
-    parts = [f"{k} {draft[k]!r} vs the target's {target[k]!r}" for k in differ]
-    yield Finding(
-        "ROPE_MISMATCH",
-        Severity.WARNING,
-        "The drafter's RoPE differs from the target's: " + "; ".join(parts) + ". The drafter rotates "
-        "positions unlike the states it drafts from (for an mrope target, image and video positions).",
-        evidence={"differs": differ, "drafter_rope": draft, "target_rope": target},
-        fix="Write the target's rope_scaling / rope_parameters (type, factor, mrope_section) into the drafter "
-        "config if it was trained with them; otherwise retrain with the target's RoPE.",
-    )
-
-
-CHECKS = (check_target_fit, check_rope)
+CHECKS = (check_target_fit,)
