@@ -47,7 +47,12 @@ def _target(tmp: Path, max_pos: int = MAX_POS, scaling: dict[str, Any] | None = 
 def test_a_healthy_drafter_is_silent(tmp_path: Path, release: str) -> None:
     """Same RoPE as the target, the same limit, or RoPE only in rope_parameters at the default theta."""
     target = _target(tmp_path / "t")
-    for name, extra in (("legacy", {}), ("params", {"rope": "parameters"}), ("both", {"rope": "both"})):
+    cases: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("legacy", {}),
+        ("params", {"rope": "parameters"}),
+        ("both", {"rope": "both"}),
+    )
+    for name, extra in cases:
         d = diagnose(build_drafter(tmp_path / name, **extra), target=target, engines=[release])
         assert not _found(d, "ROPE_MISMATCH") and not _found(d, "CONTEXT_TOO_SHORT"), (release, name)
 
@@ -126,7 +131,11 @@ def test_context_a_dynamic_draft_whose_derived_limit_covers_the_target(tmp_path:
 def test_context_sglang_refuses_to_start_unless_its_env_var_is_set(tmp_path: Path, release: str) -> None:
     target = _target(tmp_path / "t", max_pos=LONG)
     llama3 = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": MAX_POS}
-    for name, extra in (("plain", {}), ("llama3", {"config_extra": {"rope_scaling": llama3}})):
+    variants: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("plain", {}),
+        ("llama3", {"config_extra": {"rope_scaling": llama3}}),
+    )
+    for name, extra in variants:
         f = _context(diagnose(build_drafter(tmp_path / name, **extra), target=target, engines=[release]))[
             "sglang"
         ]
