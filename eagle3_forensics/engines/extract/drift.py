@@ -157,6 +157,17 @@ def _moved(rec: Record, version: str, root: Path, ex: Extraction) -> dict[str, A
     return data
 
 
+def _cited(cites: list[str], known: dict[str, str], version: str) -> list[str]:
+    """``cites`` that the record hashes; a hand entry's citation of the release before, moved to
+    ``version`` when the record re-keyed it (the file is in the new wheel), else dropped."""
+    out = set()
+    for c in cites:
+        package, rest = c.split("==", 1)
+        moved = f"{package}=={version} {rest.split(' ', 1)[1]}"
+        out |= {k for k in (c, moved) if k in known}
+    return sorted(out)
+
+
 def extract_release(
     package: str, version: str, cache: Path, offline: bool = False, folder: Path = RECORDS_DIR
 ) -> Report:
@@ -184,6 +195,7 @@ def extract_release(
         section = targets_section(ex, stored)
         record["targets"] = section
         record["citations"] = {**record["citations"], **citations(ex)}
+        section["cites"] = _cited(section["cites"], record["citations"], version)
     fields = ex.facts.get("speculative_config.fields")
     startup = record.get("startup")
     if isinstance(startup, dict) and "config_keys" in startup and fields is not None and fields.decided:
