@@ -18,7 +18,7 @@ import pytest
 from eagle3_forensics.engines.extract import drift
 from eagle3_forensics.engines.extract.__main__ import main
 from eagle3_forensics.engines.extract.facts import INTERFACE_DEFAULT
-from eagle3_forensics.engines.extract.records import compare_targets, targets_section
+from eagle3_forensics.engines.extract.records import compare_targets, settle, targets_section
 from eagle3_forensics.engines.extract.run import extract
 from eagle3_forensics.engines.extract.source import SourceTree
 from eagle3_forensics.engines.record import read_record
@@ -554,6 +554,10 @@ def test_a_stored_change_inside_the_range_survives_the_re_extraction(tmp_path: P
     )
     differs = targets_section(ex, {"rows": [{**gemma, "capture": "below_n"}]})
     assert "since" not in next(r for r in differs["rows"] if "GemmaForCausalLM" in r["architectures"])
+    # a record of a later release (range from 0.3) has nothing left to say about 0.2
+    later = settle(section, "0.3")
+    assert "since" not in rows["GemmaForCausalLM"] and "before" not in rows["GemmaForCausalLM"]
+    assert settle(targets_section(ex, stored), "0.1")["rows"] != later["rows"]
 
 
 def test_source_prefers_the_cuda_branch_and_follows_local_imports(tmp_path: Path) -> None:

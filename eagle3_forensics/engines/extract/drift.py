@@ -20,7 +20,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from eagle3_forensics.engines.extract.facts import Extraction
-from eagle3_forensics.engines.extract.records import TargetDiff, citations, compare_targets, targets_section
+from eagle3_forensics.engines.extract.records import (
+    TargetDiff,
+    citations,
+    compare_targets,
+    settle,
+    targets_section,
+)
 from eagle3_forensics.engines.extract.run import ENGINES, extract
 from eagle3_forensics.engines.extract.wheel import WheelError, sources
 from eagle3_forensics.engines.record import RECORDS_DIR, Record, read_record, validate, write_record
@@ -192,7 +198,7 @@ def extract_release(
             report.facts = [f"baseline {base.package}=={old_version} not extracted: {exc}"]
     record = _moved(base, version, root, ex)
     if ex.targets and stored is not None:
-        section = targets_section(ex, stored)
+        section = settle(targets_section(ex, stored), record["first"])
         record["targets"] = section
         record["citations"] = {**record["citations"], **citations(ex)}
         section["cites"] = _cited(section["cites"], record["citations"], version)

@@ -21,6 +21,7 @@ from eagle3_forensics.engines.extract.facts import (
     Extraction,
     TargetVerdict,
 )
+from eagle3_forensics.engines.rules import version_key
 
 DERIVED = "derived"
 # the record's capture kinds for each verdict kind
@@ -200,6 +201,16 @@ def targets_section(ex: Extraction, stored: dict[str, Any] | None = None) -> dic
     # the hand entries' own citations (unlisted_where's files, a since row's older release) stay
     hand = {c for c in before.get("cites", []) if c.startswith(f"{ex.package}==")}
     section["cites"] = sorted(found | hand)
+    return section
+
+
+def settle(section: dict[str, Any], first: str) -> dict[str, Any]:
+    """``section`` for a record whose range starts at ``first``: a row's ``since``/``before`` that a
+    new release's record carried over from the previous one, no longer inside the range, is dropped."""
+    for row in section.get("rows", []):
+        if row.get("since") and version_key(row["since"]) <= version_key(first):
+            row.pop("since")
+            row.pop("before", None)
     return section
 
 
