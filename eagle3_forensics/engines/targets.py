@@ -94,7 +94,7 @@ class TargetRow:
     failure_text: str = ""
     # the first release inside the record's range where the row holds (empty: the whole range) ...
     since: str = ""
-    # ... and what the classes are before it (None: not registered yet)
+    # ... and what the classes are before it (None: not registered yet; below_n: no final-layer capture yet)
     before: Capture | None = None
 
     def __post_init__(self) -> None:
@@ -108,9 +108,13 @@ class TargetRow:
             version_key(self.since)  # a version, or ValueError when the record is read
         if self.before is not None:
             object.__setattr__(self, "before", Capture(self.before))
-            if not self.since or self.before.captures:
+            # before: not registered or refused (a class added in the range), or a narrower capture
+            # (a release in the range starts capturing the final layer)
+            narrower = self.before is Capture.BELOW_N and self.capture is Capture.THROUGH_N
+            if not self.since or (self.before.captures and not narrower):
                 raise ValueError(
-                    f"target row {self.where!r}: 'before' needs 'since' and names a non-capturing state"
+                    f"target row {self.where!r}: 'before' needs 'since' and names a non-capturing state "
+                    "or below_n before through_n"
                 )
 
 

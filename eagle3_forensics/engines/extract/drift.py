@@ -20,7 +20,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from eagle3_forensics.engines.extract.facts import Extraction
-from eagle3_forensics.engines.extract.records import TargetDiff, citations, compare_targets, targets_section
+from eagle3_forensics.engines.extract.records import (
+    TargetDiff,
+    citations,
+    compare_targets,
+    settle,
+    targets_section,
+)
 from eagle3_forensics.engines.extract.run import ENGINES, extract
 from eagle3_forensics.engines.extract.wheel import WheelError, sources
 from eagle3_forensics.engines.record import RECORDS_DIR, Record, read_record, validate, write_record
@@ -157,6 +163,17 @@ def _moved(rec: Record, version: str, root: Path, ex: Extraction) -> dict[str, A
     return data
 
 
+def _cited(cites: list[str], known: dict[str, str], version: str) -> list[str]:
+    """``cites`` that the record hashes; a hand entry's citation of the release before, moved to
+    ``version`` when the record re-keyed it (the file is in the new wheel), else dropped."""
+    out = set()
+    for c in cites:
+        package, rest = c.split("==", 1)
+        moved = f"{package}=={version} {rest.split(' ', 1)[1]}"
+        out |= {k for k in (c, moved) if k in known}
+    return sorted(out)
+
+
 def extract_release(
     package: str, version: str, cache: Path, offline: bool = False, folder: Path = RECORDS_DIR
 ) -> Report:
@@ -181,9 +198,10 @@ def extract_release(
             report.facts = [f"baseline {base.package}=={old_version} not extracted: {exc}"]
     record = _moved(base, version, root, ex)
     if ex.targets and stored is not None:
-        section = targets_section(ex, stored)
+        section = settle(targets_section(ex, stored), record["first"])
         record["targets"] = section
         record["citations"] = {**record["citations"], **citations(ex)}
+        section["cites"] = _cited(section["cites"], record["citations"], version)
     fields = ex.facts.get("speculative_config.fields")
     startup = record.get("startup")
     if isinstance(startup, dict) and "config_keys" in startup and fields is not None and fields.decided:

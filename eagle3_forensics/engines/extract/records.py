@@ -21,11 +21,14 @@ from eagle3_forensics.engines.extract.facts import (
     Extraction,
     TargetVerdict,
 )
+from eagle3_forensics.engines.rules import version_key
 
 DERIVED = "derived"
 # the record's capture kinds for each verdict kind
 _CAPTURE = {NO_INTERFACE: "no_interface", STARTUP_REFUSAL: "never", CRASH_FIRST_FORWARD: "bypassed"}
 _MESSAGE = {"no_interface": NO_INTERFACE, "never": STARTUP_REFUSAL, "bypassed": CRASH_FIRST_FORWARD}
+# what the extractor does not derive: kept from the stored section as written by hand
+_HAND_KEYS = ("unlisted", "unlisted_where", "unlisted_why", "default_ids", "conversion", "sorts_ids")
 _NO_INTERFACE_WHERE = {
     "vllm": "registered without SupportsEagle3",
     "sglang": "registered without set_eagle3_layers_to_capture",
@@ -126,11 +129,14 @@ def _where(ex: Extraction, v: TargetVerdict) -> str:
     return v.where or v.cls
 
 
-def _grouped(
-    ex: Extraction, old: dict[str, dict[str, Any]]
-) -> dict[tuple[str, str, str, int, str], list[str]]:
-    """Architectures by (capture, where, proof, first id, failure text): derived, or the stored hand row."""
-    groups: dict[tuple[str, str, str, int, str], list[str]] = {}
+Group = tuple[str, str, str, int, str, str, str]
+
+
+def _grouped(ex: Extraction, old: dict[str, dict[str, Any]]) -> dict[Group, list[str]]:
+    """Architectures by (capture, where, proof, first id, failure text, since, before): derived, or the
+    stored hand row; a stored row's ``since``/``before`` (a change inside the record's range) stays
+    while the extraction agrees with the row."""
+    groups: dict[Group, list[str]] = {}
     for arch, v in sorted(ex.targets.items()):
         mine, row = view(v), old.get(arch)
         if mine is None:
@@ -141,12 +147,18 @@ def _grouped(
                     row.get("proof", "read"),
                     row.get("first_id", 0),
                     row.get("failure_text", ""),
+                    row.get("since", ""),
+                    row.get("before", ""),
                 )
                 groups.setdefault(hand, []).append(arch)
             continue
-        ran = row is not None and row.get("proof") == "ran" and row_view(row) == mine
-        where = str(row["where"]) if ran and row is not None else _where(ex, v)
-        groups.setdefault((mine[0], where, "ran" if ran else DERIVED, mine[1], ""), []).append(arch)
+        agrees = row is not None and row_view(row) == mine
+        ran = agrees and row is not None and row.get("proof") == "ran"
+        since, before = (row.get("since", ""), row.get("before", "")) if agrees and row else ("", "")
+        # a run's row, or one that says what changed inside the range, keeps its hand-written where
+        where = str(row["where"]) if (ran or since) and row is not None else _where(ex, v)
+        key = (mine[0], where, "ran" if ran else DERIVED, mine[1], "", since, before)
+        groups.setdefault(key, []).append(arch)
     return groups
 
 
@@ -154,7 +166,7 @@ def targets_section(ex: Extraction, stored: dict[str, Any] | None = None) -> dic
     """The ``targets`` section for ``ex``: derived rows, stored hand rows for what it cannot decide."""
     before = stored or {}
     rows: list[dict[str, Any]] = []
-    for (capture, where, proof, first_id, failure), archs in sorted(
+    for (capture, where, proof, first_id, failure, since, was), archs in sorted(
         _grouped(ex, stored_rows(stored)).items()
     ):
         row: dict[str, Any] = {
@@ -167,6 +179,10 @@ def targets_section(ex: Extraction, stored: dict[str, Any] | None = None) -> dic
             row["first_id"] = first_id
         if failure:
             row["failure_text"] = failure
+        if since:
+            row["since"] = since
+        if was:
+            row["before"] = was
         rows.append(row)
     section: dict[str, Any] = {"version": ex.version, "rows": rows}
     used = {r["capture"] for r in rows}
@@ -177,12 +193,24 @@ def targets_section(ex: Extraction, stored: dict[str, Any] | None = None) -> dic
     if any(r.get("first_id") for r in rows):
         derived = next((v.below_first for v in ex.targets.values() if v.below_first), "")
         section["below_first"] = before.get("below_first") or derived
-    for key in ("unlisted", "default_ids", "conversion", "sorts_ids"):
+    for key in _HAND_KEYS:
         if key in before:
             section[key] = before[key]
-    section["cites"] = sorted(
-        {f"{ex.package}=={ex.version} {c.path}" for v in ex.targets.values() for c in v.cites}
-    )
+    release = f"{ex.package}=={ex.version} "
+    found = {release + c.path for v in ex.targets.values() for c in v.cites}
+    # the hand entries' own citations (unlisted_where's files, a since row's older release) stay
+    hand = {c for c in before.get("cites", []) if c.startswith(f"{ex.package}==")}
+    section["cites"] = sorted(found | hand)
+    return section
+
+
+def settle(section: dict[str, Any], first: str) -> dict[str, Any]:
+    """``section`` for a record whose range starts at ``first``: a row's ``since``/``before`` that a
+    new release's record carried over from the previous one, no longer inside the range, is dropped."""
+    for row in section.get("rows", []):
+        if row.get("since") and version_key(row["since"]) <= version_key(first):
+            row.pop("since")
+            row.pop("before", None)
     return section
 
 

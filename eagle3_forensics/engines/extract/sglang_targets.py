@@ -171,3 +171,5 @@ class SglangTargets:
             return
         v.kind, (v.first_id, v.last) = CAPTURES, valid
         v.how = "+".join(sorted(sites.segments, key=["pre0", "before", "after", "end"].index))
+        if sites.crash_at_zero:  # the captured index 0 is layer 0's input, where residual is still None
+            v.below_first = "TypeError at the first forward: residual is None before layer 0"
