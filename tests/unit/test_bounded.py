@@ -151,6 +151,7 @@ def test_a_long_stream_is_counted_then_read_exactly(tmp_path: Path) -> None:
         gunzip_capped(f, HOLD + (1 << 20))
 
 
+@pytest.mark.slow  # a 14 s stream through a large bomb; test_a_gzip_bomb_stops_at_the_cap stays fast
 @pytest.mark.skipif(not SPECFORGE.is_dir(), reason="demo dumps not generated (make data)")
 def test_without_a_config_the_cap_comes_from_the_other_samples(tmp_path: Path) -> None:
     pytest.importorskip("torch")
