@@ -18,12 +18,10 @@ from typing import Any
 
 import pytest
 from jsoncontract import JsonLog, summary_lines
+from paths import DEMO, ROOT
 from tiers import TIER_DIRS
 
 from eagle3_forensics import schemas
-
-ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "data" / "demo"
 
 
 @pytest.fixture(scope="session")

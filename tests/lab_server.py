@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-ROOT = Path(__file__).resolve().parents[1]
+from paths import ROOT
+
 LAB_SCRIPT = ROOT / "scripts" / "lab.py"
 URL = re.compile(r"http://127\.0\.0\.1:\d+/lab/tree/\S+\?token=\w+")
 

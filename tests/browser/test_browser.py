@@ -18,17 +18,16 @@ from typing import Any
 import pytest
 from browser_page import ChromiumPage
 from builders import DIR_PAYLOAD, TENSOR_PAYLOAD
+from paths import DEMO
 
 pytest.importorskip("papermill")
 pytest.importorskip("nbconvert")
 yaml = pytest.importorskip("yaml")
 
+
 from eagle3_forensics.cli.main import main  # noqa: E402
 
 pytestmark = pytest.mark.notebooks
-
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 
 
 def open_page(cp: ChromiumPage, path: Path) -> dict[str, Any]:

@@ -32,6 +32,8 @@ from lab_server import Lab, start_lab
 pytest.importorskip("jupyterlab")
 pytest.importorskip("ipywidgets")
 
+from paths import ROOT
+
 from eagle3_forensics.views.widgets import STATIC_NOTE
 
 if TYPE_CHECKING:
@@ -39,7 +41,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.notebooks
 
-ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = (
     "00_triage.ipynb",
     "01_checkpoint_keys.ipynb",

@@ -25,8 +25,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
+from paths import DEMO, ROOT
+
 TARGET = DEMO / "target"
 PROMPTS = DEMO / "prompts.jsonl"
 SCRATCH = ROOT / ".engine-scratch"

@@ -25,12 +25,11 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 from jsoncontract import FUZZ_RUNS, FUZZ_SECONDS, validate_contract
+from paths import ROOT
 
 from eagle3_forensics import schemas
 from eagle3_forensics.cli import main
 from eagle3_forensics.errors import ExitCode
-
-ROOT = Path(__file__).resolve().parents[2]
 
 TIME_LIMIT_S = float(os.environ.get("FUZZ_TIME_LIMIT_S", "10"))
 """A single in-process run on the tiny fixtures takes milliseconds to a second; far beyond is a hang."""

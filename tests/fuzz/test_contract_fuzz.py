@@ -56,13 +56,11 @@ from mangle import (
     write_drafter,
     write_target,
 )
+from paths import DEMO, ROOT
 from safetensors.numpy import save_file as save_numpy
 
 from eagle3_forensics.cli.main import _subcommands, build_parser
 from eagle3_forensics.engines.launch import LAUNCH_RELEASES
-
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 
 # -- the valid seeds every case breaks --------------------------------------------------------------
 

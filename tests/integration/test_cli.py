@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import ROOT
 from safetensors import safe_open
 
 from eagle3_forensics.engines import ENGINE_NAMES
 from eagle3_forensics.findings import CATALOGUE
 
-ROOT = Path(__file__).resolve().parents[2]
 DEMO = Path("data/demo")  # relative: the CLI runs with cwd=ROOT, as a user would
 DRAFTERS = DEMO / "drafters"
 ALL_ENGINES = list(ENGINE_NAMES)

@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
 import torch
+from paths import ROOT
 from safetensors.torch import load_file
 
 from eagle3_forensics.demo import world as demo
@@ -20,7 +21,6 @@ from eagle3_forensics.demo import world as demo
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "data" / "demo"
 pytestmark = pytest.mark.slow  # trains a quick demo world and regenerates it (make test-all)
 

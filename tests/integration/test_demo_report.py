@@ -9,15 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 pytest.importorskip("nbformat")
 pytest.importorskip("papermill")
 yaml = pytest.importorskip("yaml")
 
+
 from eagle3_forensics.errors import BadArgumentsError  # noqa: E402
 from eagle3_forensics.runs.config import apply_profile, config_from_dict, load_config, usable_cores  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "demo.yaml"
 BASELINE = ROOT / "configs" / "demo_baseline.json"
 

@@ -17,17 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import ROOT
 
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("ipywidgets")
 pytest.importorskip("jupyter_client")
+
 
 from eagle3_forensics.io import frontend as fe  # noqa: E402
 from eagle3_forensics.runs.kernel import KERNEL_NAME, kernel_env  # noqa: E402
 
 pytestmark = pytest.mark.notebooks
 
-ROOT = Path(__file__).resolve().parents[2]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 SHOW = (
     "import ipywidgets\n"

@@ -13,9 +13,9 @@ import pytest
 pytest.importorskip("ipykernel")
 pytest.importorskip("jupyter_client")
 
-from eagle3_forensics.runs import kernel
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+from eagle3_forensics.runs import kernel
 
 
 def test_make_setup_installs_the_kernelspec_into_the_venv() -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from lab_server import Lab, LabKernel, start_lab
+from paths import ROOT
 
 pytest.importorskip("jupyterlab")
 pytest.importorskip("ipywidgets")
@@ -26,7 +27,6 @@ pytest.importorskip("papermill")
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.timeout(240)]
 
-ROOT = Path(__file__).resolve().parents[2]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 #: the execute_request metadata JupyterLab 4 sends with every cell (CodeCell.execute adds cellId)
 JUPYTERLAB_CELL = {"deletedCells": [], "recordTiming": False, "cellId": "00-05"}

@@ -11,12 +11,10 @@ import shlex
 from pathlib import Path
 
 import pytest
+from paths import DEMO
 
 from eagle3_forensics.checks.diagnose import diagnose
 from eagle3_forensics.views.next_steps import diagnosis_for, next_html, papermill_line
-
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 
 
 def plain(page: str) -> str:

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 from builders import DIR_PAYLOAD, TENSOR_PAYLOAD
+from paths import DEMO, ROOT
 
 nbformat = pytest.importorskip("nbformat")
 papermill = pytest.importorskip("papermill")
 pytest.importorskip("nbconvert")
 pytest.importorskip("pandas")
+
 
 from eagle3_forensics.checks.diagnose import diagnose, inspect_checkpoint  # noqa: E402
 from eagle3_forensics.demo import world as demo  # noqa: E402
@@ -38,11 +40,9 @@ from eagle3_forensics.views.widgets import STATIC_NOTE  # noqa: E402
 
 pytestmark = pytest.mark.notebooks
 
-ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 SOURCES = sorted(p for p in NOTEBOOK_DIR.glob("*.py") if re.fullmatch(r"\d\d_[a-z0-9_]+\.py", p.name))
-DEMO = ROOT / "data" / "demo"
 NB01 = NOTEBOOK_DIR / "01_checkpoint_keys.ipynb"
 NB05 = NOTEBOOK_DIR / "05_offline_probe.ipynb"
 NB06 = NOTEBOOK_DIR / "06_why_low_acceptance.ipynb"

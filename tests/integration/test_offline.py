@@ -12,13 +12,12 @@ from typing import Any
 
 import pytest
 from dump_builders import ge_data, rows
+from paths import DEMO
 
 from eagle3_forensics.cli.main import main
 from eagle3_forensics.io.dumps import ScanOptions
 from eagle3_forensics.probe.offline import probe_offline
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 TARGET = DEMO / "target"
 HEALTHY = DEMO / "drafters" / "healthy"
 DUMPS = {"specforge": DEMO / "dumps" / "specforge", "speculators": DEMO / "dumps" / "speculators"}

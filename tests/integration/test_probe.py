@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
 import torch
+from paths import DEMO
 
 from eagle3_forensics.cli.main import main
 from eagle3_forensics.probe.core import ProbeResult, compare_variants, probe, read_prompts
@@ -28,8 +29,6 @@ from eagle3_forensics.views.probe import (
 
 pytest.importorskip("transformers")
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 DRAFTERS = DEMO / "drafters"
 K = 3
 N_PROMPTS = 8

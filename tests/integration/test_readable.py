@@ -12,19 +12,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from paths import DEMO, ROOT
 
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("papermill")
 pytest.importorskip("pandas")
+
 
 from eagle3_forensics.runs.kernel import kernel_env  # noqa: E402
 from eagle3_forensics.views.widgets import _lookup_html, token_lookup_data  # noqa: E402
 
 pytestmark = pytest.mark.notebooks
 
-ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = ROOT / "notebooks"
-DEMO = ROOT / "data" / "demo"
 CELL = re.compile(r"<t[dh][^>]*>(.*?)</t[dh]>", re.S)
 #: what no rendered table cell may show: a raw None / NaN, or a Python byte escape
 RAW = re.compile(r"^(None|NaN|nan)$|\\x[0-9a-fA-F]{2}")

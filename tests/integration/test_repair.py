@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
 import torch
 from builders import DrafterSpec, build_drafter, build_target, speculators_spec
+from paths import DEMO, ROOT
 from safetensors.torch import save_file
 
 from eagle3_forensics import cli
@@ -29,8 +30,6 @@ from eagle3_forensics.repair.plan import RECORD_FILE, RepairArgumentError, repai
 from eagle3_forensics.repair.policy import POLICY, STEP_KINDS, Action, Policy, StepKind
 from eagle3_forensics.vocab.inputs import load_token_ids
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 DRAFTERS = DEMO / "drafters"
 TARGET = DEMO / "target"
 DEMO_VARIANTS = sorted(p.name for p in DRAFTERS.iterdir() if p.is_dir()) if DRAFTERS.is_dir() else []

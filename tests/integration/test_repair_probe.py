@@ -12,11 +12,11 @@ import pytest
 
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
 
+from paths import DEMO
+
 from eagle3_forensics.probe.core import probe, read_prompts
 from eagle3_forensics.repair.execute import repair
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 TARGET = DEMO / "target"
 PROMPTS = read_prompts(DEMO / "prompts.jsonl")[:4]
 K = 3

@@ -15,12 +15,14 @@ from typing import Any
 import pytest
 from builders import TENSOR_PAYLOAD
 from notebook_builders import write_notebook
+from paths import DEMO, ROOT
 
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("papermill")
 pytest.importorskip("nbconvert")
 pytest.importorskip("pandas")
 yaml = pytest.importorskip("yaml")
+
 
 from eagle3_forensics.cli.main import main  # noqa: E402
 from eagle3_forensics.demo import world as demo  # noqa: E402
@@ -39,9 +41,7 @@ from eagle3_forensics.views.widgets import STATIC_NOTE  # noqa: E402
 
 pytestmark = pytest.mark.notebooks
 
-ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = ROOT / "notebooks"
-DEMO = ROOT / "data" / "demo"
 CONFIG = ROOT / "configs" / "demo.yaml"
 BASELINE = ROOT / "configs" / "demo_baseline.json"
 PAYLOAD = "<img src=x onerror=alert(1)>"

@@ -14,19 +14,19 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 from notebook_builders import write_notebook
+from paths import DEMO, ROOT
 
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("papermill")
 pytest.importorskip("nbconvert")
 yaml = pytest.importorskip("yaml")
 
+
 from eagle3_forensics.cli.main import main  # noqa: E402
 from eagle3_forensics.runs.shard import comparable, comparable_html  # noqa: E402
 
 pytestmark = pytest.mark.notebooks
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 BASELINE = ROOT / "configs" / "demo_baseline.json"
 PAYLOAD = "<img src=x onerror=alert(1)>"
 

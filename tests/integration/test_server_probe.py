@@ -41,6 +41,8 @@ import pytest
 
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
 
+from paths import DEMO
+
 from eagle3_forensics.cli.main import main
 from eagle3_forensics.errors import ExitCode
 from eagle3_forensics.probe.core import ProbeResult
@@ -52,8 +54,6 @@ from eagle3_forensics.probe.server.prometheus import parse_metrics, sum_samples
 from eagle3_forensics.probe.server.result import ServerProbeResult
 from eagle3_forensics.views.server import engine_gap_figure, engine_gap_table, render_server_probe
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 K = 3
 PATTERN = (3, 1, 0, 2)  # accepted drafts per verify step, repeated per request
 NEW = 11  # 1 prefill token + steps of (accepted + 1): 1 → 5 → 7 → 8 → 11, no truncation

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 PREP = ROOT / "data" / "demo" / "prep"
 
 # the real CLI, with a pause injected where a partial is committed (the rename): the test kills it there

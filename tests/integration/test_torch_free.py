@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import ROOT
 
 from eagle3_forensics.extras import EXTRAS, installed
 
-ROOT = Path(__file__).resolve().parents[2]
 DRAFTERS = ROOT / "data" / "demo" / "drafters"
 TARGET = ROOT / "data" / "demo" / "target"
 HEAVY = ("torch", "pandas", "matplotlib", "transformers")

@@ -25,6 +25,7 @@ import pytest
 
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
 import torch
+from paths import ROOT
 from safetensors.torch import load_file, save_file
 
 from eagle3_forensics.checks.diagnose import diagnose
@@ -32,7 +33,6 @@ from eagle3_forensics.engines import ENGINE_NAMES
 from eagle3_forensics.errors import BadArgumentsError, UnusableInputError
 from eagle3_forensics.io.checkpoint import open_checkpoint
 
-ROOT = Path(__file__).resolve().parents[2]
 HEALTHY = ROOT / "data" / "demo" / "drafters" / "healthy"
 ST = "model.safetensors"
 SENTINEL_NAME = "PICKLE_PAYLOAD_RAN"

@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
 import torch
+from paths import DEMO
 from safetensors.torch import load_file, save_file
 
 from eagle3_forensics import cli
@@ -27,8 +28,6 @@ from eagle3_forensics.vocab.inputs import (
 )
 from eagle3_forensics.vocab.mapping import build_vocab_mapping
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 TARGET = DEMO / "target"
 DRAFTERS = DEMO / "drafters"
 V, v = 512, 256

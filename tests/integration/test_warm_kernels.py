@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from notebook_builders import write_notebook
+from paths import DEMO, ROOT
 
 nbformat = pytest.importorskip("nbformat")
 papermill = pytest.importorskip("papermill")
@@ -32,8 +33,6 @@ pytestmark = [
     pytest.mark.skipif(not warm.supported(), reason="warm kernels need Linux (fork and descriptor passing)"),
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 
 # What a notebook can observe of its kernel; every value must be the same in a warm and a fresh one.
 LOOK = """

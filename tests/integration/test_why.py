@@ -14,11 +14,11 @@ import pytest
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier
 pytest.importorskip("pandas")
 
+from paths import DEMO
+
 from eagle3_forensics.views.causes import acceptance_explorer, ranking_html, ranking_text
 from eagle3_forensics.views.why import why_low_acceptance
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 TARGET = DEMO / "target"
 PROMPTS = DEMO / "prompts.jsonl"
 

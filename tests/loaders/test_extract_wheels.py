@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import ROOT
 
 from eagle3_forensics.engines.extract.facts import Extraction
 from eagle3_forensics.engines.extract.records import compare_targets, stored_rows
@@ -36,7 +37,7 @@ from eagle3_forensics.engines.rules import HF_DEFAULT_AUX, version_key
 pytestmark = pytest.mark.loaders
 
 CACHE = Path(os.environ.get("EAGLE3_WHEELS") or DEFAULT_CACHE)
-SUMMARY = Path(__file__).resolve().parents[2] / "build" / "engine-extract" / "wheels.json"
+SUMMARY = ROOT / "build" / "engine-extract" / "wheels.json"
 SGLANG = [f"0.5.{n}" for n in range(11, 24)]
 _EXTRACTED: dict[tuple[str, str], Extraction] = {}
 _SUMMARY: dict[str, Any] = {}

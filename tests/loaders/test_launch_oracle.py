@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import ROOT
 
 from eagle3_forensics.engines import resolve_release
 from eagle3_forensics.engines.launch import LaunchSettings, launch_rules_for, read_launch
@@ -25,7 +26,6 @@ from eagle3_forensics.io.launch import split_command
 
 pytestmark = pytest.mark.loaders
 
-ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "tests" / "loaders" / "harness" / "sglang_args.py"
 VENVS = {
     "0.5.23": ("E3F_LOADERS_SGLANG_VENV", ".venv-sglang"),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import ROOT
 
 from eagle3_forensics.engines import resolve_release
 from eagle3_forensics.engines.launch import launch_rules_for
@@ -27,7 +28,6 @@ STARTUP: StartupRules = _STARTUP
 
 pytestmark = pytest.mark.loaders
 
-ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "tests" / "loaders" / "harness" / "vllm034_startup.py"
 PYTHON = Path(os.environ.get("E3F_LOADERS_VLLM034_VENV") or ROOT / ".venv-vllm034") / "bin" / "python"
 

@@ -15,7 +15,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 TIMES = ROOT / "build" / "packaging-times.json"
 
 

@@ -21,8 +21,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "eagle3_forensics"
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from builders import build_drafter, build_target
+from paths import DEMO
 
 from eagle3_forensics.checks.aux_measured import AuxCandidate, MeasuredAux, beats
 from eagle3_forensics.checks.diagnose import diagnose
@@ -26,8 +27,6 @@ from eagle3_forensics.probe.aux_trained import measure_trained_aux
 from eagle3_forensics.probe.confirm import confirm_repair
 from eagle3_forensics.repair.execute import repair
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 TARGET = DEMO / "target"
 PROMPTS = DEMO / "prompts.jsonl"
 MODELOPT_EAGLE = {

@@ -13,6 +13,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from paths import DEMO
 
 from eagle3_forensics.io.dumps.bounded import (
     MAX_TOKENS,
@@ -23,8 +24,6 @@ from eagle3_forensics.io.dumps.bounded import (
     layout_cap,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 TARGET = DEMO / "target"
 HEALTHY = DEMO / "drafters" / "healthy"
 SPECFORGE = DEMO / "dumps" / "specforge"

@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
 import torch
+from paths import DEMO
 from safetensors import safe_open
 
 from eagle3_forensics.demo.corpus import write_demo_corpus
@@ -27,8 +28,6 @@ from eagle3_forensics.vocab.mapping import build_vocab_mapping, select_draft_voc
 
 pytestmark = pytest.mark.filterwarnings("ignore::eagle3_forensics.vocab.mapping.VocabPaddingWarning")
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 TARGET = DEMO / "target"
 
 

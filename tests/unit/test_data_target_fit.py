@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import DEMO
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -36,7 +37,7 @@ OTHER_TEMPLATE = (  # the same markers with a newline after each: not byte-ident
 )
 
 
-DEMO_TARGET = Path(__file__).resolve().parents[2] / "data" / "demo" / "target"
+DEMO_TARGET = DEMO / "target"
 SERVED = "vllm serve target --max-model-len 256"  # the context every run is judged against
 
 

@@ -15,8 +15,8 @@ from types import ModuleType
 
 import pytest
 import yaml
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 THIS = Path(__file__).resolve()
 

@@ -13,8 +13,6 @@ from eagle3_forensics.engines.citations import cite, invalid, key, parse_source
 from eagle3_forensics.engines.proof import Citation
 from eagle3_forensics.engines.record import Record, all_records
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def wheel(folder: Path, package: str, version: str, files: dict[str, str]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)

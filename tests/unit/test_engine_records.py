@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 from eagle3_forensics.engines.codec import decode, encode
 from eagle3_forensics.engines.record import (
@@ -95,7 +96,7 @@ def test_no_record_is_read_when_the_cli_is_imported() -> None:
 def test_no_engine_module_names_a_release_its_record_describes() -> None:
     """A release is described in one place: its record. No module of engines/ or checks/ names its
     version, and no package module names the newest vLLM release's."""
-    package = Path(__file__).resolve().parents[2] / "eagle3_forensics"
+    package = ROOT / "eagle3_forensics"
     versions = {v for recs in all_records().values() for r in recs if r.pinned for v in (r.first, r.last)}
     newest_vllm = engine_releases("vllm")[-1].last
     found = []

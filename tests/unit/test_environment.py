@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 import tomllib
-from pathlib import Path
 
 import yaml
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 # pip names whose conda-forge package is spelled differently
 CONDA_NAMES = {
     "torch": "pytorch-cpu",

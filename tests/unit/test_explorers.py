@@ -14,6 +14,8 @@ from builders import DIR_PAYLOAD, TENSOR_PAYLOAD
 
 pytest.importorskip("pandas")
 
+from paths import DEMO
+
 from eagle3_forensics.checks.diagnose import diagnose, inspect_checkpoint
 from eagle3_forensics.io.dumps import ScanOptions
 from eagle3_forensics.probe.offline import OfflineProbeResult, probe_offline
@@ -21,8 +23,6 @@ from eagle3_forensics.probe.samples import SampleScorer
 from eagle3_forensics.views import explorers as x
 from eagle3_forensics.views.widgets import STATIC_NOTE
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 TARGET = DEMO / "target"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 

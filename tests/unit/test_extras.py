@@ -10,14 +10,13 @@ import ast
 import re
 import sys
 import tomllib
-from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 from eagle3_forensics import extras
 from eagle3_forensics.errors import ExitCode
 
-ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
 

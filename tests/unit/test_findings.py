@@ -26,6 +26,7 @@ from builders import (
     speculators_spec,
     write_checkpoint,
 )
+from paths import ROOT
 from safetensors.torch import load_file
 
 from eagle3_forensics.checks.diagnose import diagnose
@@ -39,7 +40,6 @@ from eagle3_forensics.findings import (
     Severity,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
 ALL = frozenset({"sglang", "vllm", "eagle", "tensorrt_llm"})  # engines that read a flat config
 OLD_SGLANG = ["sglang==0.5.11", "vllm", "eagle", "tensorrt_llm"]  # the flat-config engines, SGLang <= 0.5.11
 SAME = "same"

@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
 import torch
 from builders import H, build_drafter
+from paths import DEMO, ROOT
 
 from eagle3_forensics.checks.diagnose import Diagnosis, diagnose
 from eagle3_forensics.cli.main import main
@@ -30,8 +31,6 @@ SGLANG_0_5_11, SGLANG_0_5_12, SGLANG_0_5_16 = LAUNCH_RELEASES["sglang"]
 VLLM_0_32_0, VLLM_0_33_0, VLLM_0_34_0 = LAUNCH_RELEASES["vllm"]
 (TENSORRT_LLM_MAIN,) = LAUNCH_RELEASES["tensorrt_llm"]
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 HEALTHY = DEMO / "drafters" / "healthy"
 OTHER = DEMO / "drafters" / "d2t_missing"
 TARGET = DEMO / "target"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
+
+from paths import ROOT
 
 from eagle3_forensics.checks.diagnose import diagnose
 from eagle3_forensics.findings import Finding, Severity
@@ -16,7 +17,6 @@ from eagle3_forensics.repair.next_steps import (
     repair_out,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
 DRAFTERS = ROOT / "data" / "demo" / "drafters"
 
 

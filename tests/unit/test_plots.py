@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import DEMO
 
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
 import torch
@@ -32,7 +32,6 @@ from eagle3_forensics.vocab.mapping import absolute_to_offsets, build_vocab_mapp
 
 pytestmark = pytest.mark.filterwarnings("ignore::eagle3_forensics.vocab.mapping.VocabPaddingWarning")
 
-DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 V, v = 300, 64
 
 

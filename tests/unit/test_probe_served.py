@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("tokenizers")
 pytest.importorskip("jinja2")
 from builders import CHAT_SPECIALS, build_target
+from paths import DEMO
 
 from eagle3_forensics.probe.served import (
     length_prompt_ids,
@@ -22,8 +23,6 @@ from eagle3_forensics.probe.served import (
 from eagle3_forensics.vocab.chat import ChatTemplate
 from eagle3_forensics.vocab.special import special_coverage, target_chat
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 THINK, END_THINK, EOS = CHAT_SPECIALS["<think>"], CHAT_SPECIALS["</think>"], CHAT_SPECIALS["<|end|>"]
 
 

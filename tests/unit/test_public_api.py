@@ -12,14 +12,14 @@ import ast
 import importlib
 import subprocess
 import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
+from paths import ROOT
 
 from eagle3_forensics.extras import PROVIDER
 
-PACKAGE = Path(__file__).resolve().parents[2] / "eagle3_forensics"
+PACKAGE = ROOT / "eagle3_forensics"
 FACADES = sorted(
     ".".join(p.parent.relative_to(PACKAGE.parent).parts)
     for p in PACKAGE.rglob("__init__.py")

@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
 import torch
 from builders import TARGET_LAYERS, build_drafter, build_target, speculators_spec, target_embedding
+from paths import DEMO
 
 from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.reference.drafter import (
@@ -24,9 +25,6 @@ from eagle3_forensics.reference.drafter import (
     load_drafter,
     resolve_device,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "data" / "demo"
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,12 @@ import copy
 import errno
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 from jsoncontract import validate_contract
+from paths import ROOT
 
 from eagle3_forensics import schemas
 from eagle3_forensics.cli import main
@@ -27,7 +27,6 @@ from eagle3_forensics.errors import ExitCode, ForensicsError
 from eagle3_forensics.findings import CATALOGUE
 from eagle3_forensics.schemas.compat import breaking_changes
 
-ROOT = Path(__file__).resolve().parents[2]
 RELEASED = ROOT / "tests" / "schemas_released"
 FILES_NOT_ENVELOPES = {"run-summary", "run-part", "baseline"}  # files with a schema name, not --json output
 

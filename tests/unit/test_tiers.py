@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import re
 import tomllib
-from pathlib import Path
 from typing import Any
 
+from paths import ROOT
 from tiers import TIER_DIRS
 
-ROOT = Path(__file__).resolve().parents[2]
 SLOW_MARKERS = {"slow", "notebooks", "browser"}
 
 

@@ -4,15 +4,14 @@ broken or needs a conversion, and a drafter no asked engine can serve never read
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 from eagle3_forensics.checks.diagnose import diagnose
 from eagle3_forensics.views.html import load_table, verdict_html
 from eagle3_forensics.views.text import render_diagnosis
 
-ROOT = Path(__file__).resolve().parents[2]
 DRAFTERS = ROOT / "data" / "demo" / "drafters"
 
 

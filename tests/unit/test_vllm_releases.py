@@ -21,8 +21,6 @@ from eagle3_forensics.engines.proof import Proof
 from eagle3_forensics.engines.rules import Level
 from eagle3_forensics.findings import Severity
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def test_every_table_carries_its_proof_and_valid_citations() -> None:
     ran = {r.release for rs in ENGINE_RELEASES.values() for r in rs if r.proof is Proof.RAN}

@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.runs import warm
 from eagle3_forensics.runs.config import config_from_dict
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _python(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
