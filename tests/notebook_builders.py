@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 def write_notebook(path: Path, *cells: tuple[str, str]) -> Path:
@@ -19,3 +20,15 @@ def write_notebook(path: Path, *cells: tuple[str, str]) -> Path:
         nb.cells.append(cell)
     nbformat.write(nb, str(path))
     return path
+
+
+def run_config(nbs: Path, notebooks: list[str], drafters: dict[str, Any], **settings: Any) -> dict[str, Any]:
+    """A runner configuration (as ``run --config`` reads it) over the notebooks in ``nbs``: a 60 s
+    cell timeout unless ``settings`` say otherwise, which also add any other key."""
+    return {
+        "notebooks_dir": str(nbs),
+        "timeout": 60,
+        "notebooks": list(notebooks),
+        "drafters": drafters,
+        **settings,
+    }

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from builders import TENSOR_PAYLOAD
-from notebook_builders import write_notebook
+from notebook_builders import run_config, write_notebook
 from paths import DEMO, ROOT
 
 nbformat = pytest.importorskip("nbformat")
@@ -174,17 +174,11 @@ def _fake_world(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
         ("code", 'raise ValueError("deliberate failure <b>here</b>")'),
     )
     (tmp_path / "good").mkdir()
-    data = {
-        "name": "failing",
-        "notebooks_dir": str(nbs),
-        "workers": 2,
-        "timeout": 60,
-        "notebooks": ["01_records", "02_fails"],
-        "drafters": {
-            "good": "good",
-            PAYLOAD: {"checkpoint": "good", "parameters": {"acceptance": 1.5, "errors": 1}},
-        },
+    drafters = {
+        "good": "good",
+        PAYLOAD: {"checkpoint": "good", "parameters": {"acceptance": 1.5, "errors": 1}},
     }
+    data = run_config(nbs, ["01_records", "02_fails"], drafters, name="failing", workers=2)
     return nbs, data
 
 

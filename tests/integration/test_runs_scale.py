@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from notebook_builders import write_notebook
+from notebook_builders import run_config, write_notebook
 from paths import DEMO, ROOT
 
 nbformat = pytest.importorskip("nbformat")
@@ -284,18 +284,10 @@ def _night(tmp: Path, acceptance: float, errors: int) -> Path:
             ("code", RECORDS),
         )
         (tmp / "ckpt").mkdir()
-    data = {
-        "name": "nightly",
-        "notebooks_dir": str(nbs),
-        "timeout": 60,
-        "notebooks": ["01_records"],
-        "drafters": {
-            PAYLOAD: {
-                "checkpoint": str(tmp / "ckpt"),
-                "parameters": {"acceptance": acceptance, "errors": errors},
-            }
-        },
+    drafters = {
+        PAYLOAD: {"checkpoint": str(tmp / "ckpt"), "parameters": {"acceptance": acceptance, "errors": errors}}
     }
+    data = run_config(nbs, ["01_records"], drafters, name="nightly")
     path = tmp / "nightly.yaml"
     path.write_text(yaml.safe_dump(data, allow_unicode=True))
     return path

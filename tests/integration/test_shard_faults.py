@@ -116,20 +116,16 @@ def test_offline_partial_killed_while_written(tmp_path: Path) -> None:
 
 
 def _config(tmp: Path) -> Path:
-    from notebook_builders import write_notebook
+    from notebook_builders import run_config, write_notebook
 
     yaml = pytest.importorskip("yaml")
     nbs = tmp / "nbs"
     nbs.mkdir()
     write_notebook(nbs / "01_quick.ipynb", ("parameters", "checkpoint = None"), ("code", "print('ok')"))
     (tmp / "ckpt").mkdir()
-    data = {
-        "name": "faults",
-        "notebooks_dir": str(nbs),
-        "timeout": 60,
-        "notebooks": ["01_quick"],
-        "drafters": {d: {"checkpoint": str(tmp / "ckpt")} for d in ("alpha", "beta")},
-    }
+    data = run_config(
+        nbs, ["01_quick"], {d: {"checkpoint": str(tmp / "ckpt")} for d in ("alpha", "beta")}, name="faults"
+    )
     path = tmp / "faults.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

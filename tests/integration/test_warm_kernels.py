@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from notebook_builders import write_notebook
+from notebook_builders import run_config, write_notebook
 from paths import DEMO, ROOT
 
 nbformat = pytest.importorskip("nbformat")
@@ -116,15 +116,15 @@ def test_a_warm_kernel_looks_like_a_fresh_one_and_keeps_nothing_of_another(tmp_p
             "record('metrics', {'marked': hasattr(torch, '_e3f_mark')})",
         ),
     )
-    data = {
-        "notebooks_dir": str(nbs),
-        "workers": 1,
-        "timeout": 120,
-        "env": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
-        "notebooks": ["01_look", "02_mark", "03_check"],
-        "drafters": {"d": str(tmp_path)},
-        "kernels": "warm",  # opt-in; the default is fresh
-    }
+    data = run_config(
+        nbs,
+        ["01_look", "02_mark", "03_check"],
+        {"d": str(tmp_path)},
+        workers=1,
+        timeout=120,
+        env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+        kernels="warm",  # opt-in; the default is fresh
+    )
     warm_runs = _runs(_run(tmp_path, data, "warm"))
     fresh_runs = _runs(_run(tmp_path, {**data, "kernels": "fresh"}, "fresh"))
     assert all(r["status"] == "ok" for r in [*warm_runs.values(), *fresh_runs.values()])
@@ -152,14 +152,9 @@ def test_timeouts_and_dead_kernels_fail_as_usual_and_leave_no_process(tmp_path: 
     write_notebook(nbs / "01_slow.ipynb", params, ("code", pid), ("code", "import time\ntime.sleep(120)"))
     write_notebook(nbs / "02_dies.ipynb", params, ("code", pid), ("code", "os._exit(3)"))
     write_notebook(nbs / "03_ok.ipynb", params, ("code", pid), ("code", BLAS))
-    data = {
-        "notebooks_dir": str(nbs),
-        "workers": 2,
-        "timeout": 4,
-        "notebooks": ["01_slow", "02_dies", "03_ok"],
-        "drafters": {"d": str(tmp_path)},
-        "kernels": "warm",
-    }
+    data = run_config(
+        nbs, ["01_slow", "02_dies", "03_ok"], {"d": str(tmp_path)}, workers=2, timeout=4, kernels="warm"
+    )
     # no thread limits: the zygote holds numpy's BLAS pool, which the kernels then use, as torch's
     with scoped_environ({"OMP_NUM_THREADS": None, "MKL_NUM_THREADS": None, "OPENBLAS_NUM_THREADS": None}):
         runs = _runs(_run(tmp_path, data, "out"))
