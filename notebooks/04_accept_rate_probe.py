@@ -58,6 +58,7 @@ require_notebook_kernel()
 from IPython.display import HTML
 
 from eagle3_forensics.probe.core import compare_variants, probe
+from eagle3_forensics.probe.served import probe_as_served
 from eagle3_forensics.probe.server.core import server_vs_reference
 from eagle3_forensics.runs.record import record
 from eagle3_forensics.views.explorers import probe_explorer
@@ -66,8 +67,11 @@ from eagle3_forensics.views.next_steps import diagnosis_for, next_html
 from eagle3_forensics.views.probe import (
     acceptance_chart,
     aux_sweep_table,
+    length_figure,
+    length_table,
     lossless_text,
     per_position_table,
+    segment_table,
     summary_table,
     sweep_verdict,
     variants_figure,
@@ -215,28 +219,19 @@ probe_explorer(
 # `eagle3-forensics probe ... --chat-template-kwargs JSON --lengths 64,256,1024 --trained-length N`.
 
 # %%
-from eagle3_forensics.probe.served import probe_served
-from eagle3_forensics.views.probe import length_figure, length_table, segment_table
-from eagle3_forensics.vocab.special import target_chat
-
-_chat = target_chat(target)
 served = (
-    probe_served(
+    probe_as_served(
         checkpoint,
         target,
         prompts,
-        chat=_chat is not None and bool(_chat.template),
         template_kwargs=chat_template_kwargs,
         lengths=lengths,
         trained_length=trained_length,
         dumps=dumps,
-        prompts_per_length=1,
         k=k,
         max_new_tokens=max_new_tokens,
         device=device,
         engine=engine,
-        teacher_forced=False,
-        sweep=False,
     )
     if served_view
     else None

@@ -409,6 +409,38 @@ def probe_served(
     return result
 
 
+def probe_as_served(
+    drafter: str | Path,
+    target: str | Path,
+    prompts: str | Path | Sequence[str],
+    *,
+    template_kwargs: Mapping[str, Any] | None = None,
+    lengths: Sequence[int] = (),
+    trained_length: int | None = None,
+    dumps: str | Path | None = None,
+    **probe_options: Any,
+) -> ProbeResult:
+    """Notebook 04's second view, the prompts as a server sees them: rendered with the target's chat
+    template whenever it has one, by segment and, with ``lengths``, one prompt per length. Only the
+    live run: the teacher-forced pass and the aux sweep are the first view's. ``probe_options`` are
+    :func:`probe_served`'s ``k``, ``max_new_tokens``, ``device`` and ``engine``."""
+    tchat = target_chat(target)
+    return probe_served(
+        drafter,
+        target,
+        prompts,
+        chat=tchat is not None and bool(tchat.template),
+        template_kwargs=template_kwargs,
+        lengths=lengths,
+        trained_length=trained_length,
+        dumps=dumps,
+        prompts_per_length=1,
+        teacher_forced=False,
+        sweep=False,
+        **probe_options,
+    )
+
+
 def _draft_vocab(drafter: str | Path, target: str | Path) -> Any | None:
     """The drafter's draft vocabulary as a bool ``[V]`` mask (t2d, or d2t decoded); None when the
     checkpoint does not say (a full-vocabulary drafter: everything is reachable)."""
