@@ -44,7 +44,13 @@ class Examples:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Examples:
-        return cls(int(d["count"]), [list(x) for x in d["items"]])
+        """Read a partial's tally; a count that its examples cannot belong to (negative, fewer than the
+        examples, or positive with none) is refused (ValueError), as the findings quote the first."""
+        count = int(d["count"])
+        items = [[int(i), str(src), detail] for i, src, detail in d["items"]]
+        if count < 0 or len(items) > min(count, MAX_LIST) or (count and not items):
+            raise ValueError(f"a tally of {count} with {len(items)} examples")
+        return cls(count, items)
 
     def evidence(self) -> dict[str, Any]:
         return {
@@ -285,6 +291,8 @@ class AuditScan:
             s = cls(dict(d["settings"]), [[int(a), int(b)] for a, b in d["shards"]])
             for name in cls._SUMS:
                 setattr(s, name, int(d[name]))
+                if getattr(s, name) < 0:
+                    raise ValueError(f"a negative {name}")
             s.max_len = int(d["max_len"])
             s.layouts = {str(k): int(v) for k, v in d["layouts"].items()}
             s.dtypes = {str(k): int(v) for k, v in d["dtypes"].items()}
