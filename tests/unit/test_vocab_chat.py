@@ -119,3 +119,22 @@ def test_segments(qwen_like: Path) -> None:
     plain = chat.render_ids([{"role": "assistant", "content": "answer"}])
     assert reasoning_share([ids, plain], chat) == 0.5
     assert reasoning_share([], chat) == 0.0
+
+
+def test_a_template_is_compiled_once_and_a_broken_one_is_one_line() -> None:
+    """The checks render hundreds of conversations with one template: it is compiled once per process
+    (the special-token check compiled it 180 times per call, ~1 s on the demo)."""
+    from eagle3_forensics.vocab.inputs.chat import compiled_template, render_chat
+
+    tpl = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}{{ bos_token }}"
+    compiled_template.cache_clear()
+    for text in ("a", "b", "c"):
+        assert (
+            render_chat(tpl, [{"role": "user", "content": text}], {"bos_token": "<s>"}) == f"<user>{text}<s>"
+        )
+    info = compiled_template.cache_info()
+    assert (info.misses, info.hits) == (1, 2)
+    with pytest.raises(UnusableInputError, match="the chat template failed"):
+        render_chat("{% for m in messages %}", [], {})
+    with pytest.raises(UnusableInputError, match="the chat template failed"):
+        render_chat("{{ raise_exception('no system role') }}", [], {})
