@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eagle3_forensics.probe.why_next import estimated_drop
+
 #: Below this acceptance length (K=3) a drafter costs more than it saves. Calibration: in the demo's
 #: 35 live probes (make report, CPU, fp32, K=3) every run at or below 1.51 measured a speed-up
 #: against greedy decoding under 1 (0.61-0.99), every run from 2.6 one above 1 (1.37-2.07);
@@ -49,7 +51,7 @@ class Cause:
     explanation: str
     codes: tuple[str, ...]
     severity: str
-    cost: str  # "−2.299 acceptance length (measured)", "17.7 % of positions (estimated)", ""
+    cost: str  # "−2.299 acceptance length (measured)", "17.7 % of positions ≈ −0.405 acceptance length (estimated)", ""
     fix: str
 
 
@@ -115,7 +117,9 @@ def _records(out: Path | None, run: Mapping[str, Any]) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _cost(cost: Any) -> str:
+def _cost(cost: Any, trained: Any = None) -> str:
+    """06's cost in acceptance length; a data cause's share of positions with its estimate in
+    acceptance length beside it when 06 recorded the trained view's (as 06's own cards show it)."""
     if not isinstance(cost, dict):
         return ""
     basis = str(cost.get("basis") or "")
@@ -123,9 +127,10 @@ def _cost(cost: Any) -> str:
     if isinstance(drop, int | float):
         return f"−{float(drop):.3f} acceptance length ({basis})" if basis else f"−{float(drop):.3f}"
     if isinstance(share, int | float):
-        return (
-            f"{100 * float(share):.1f} % of positions ({basis})" if basis else f"{100 * float(share):.1f} %"
-        )
+        est = estimated_drop(float(share), float(trained)) if isinstance(trained, int | float) else None
+        approx = "" if est is None else f" ≈ −{est:.3f} acceptance length"
+        text = f"{100 * float(share):.1f} % of positions{approx}"
+        return f"{text} ({basis})" if basis else text
     return ""
 
 
@@ -141,7 +146,7 @@ def first_cause(records: Mapping[str, Any]) -> Cause | None:
         explanation=str(c.get("explanation") or ""),
         codes=tuple(str(x) for x in c.get("codes") or []),
         severity=str(c.get("severity") or ""),
-        cost=_cost(c.get("cost")),
+        cost=_cost(c.get("cost"), records.get("trained_acceptance_length")),
         fix=str(c.get("fix") or ""),
     )
 

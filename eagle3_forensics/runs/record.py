@@ -136,3 +136,5 @@ def record_why(w: Any) -> None:
     record_acceptance(None if w.measured is None else w.measured.served)
     record("causes", w.ranking.to_dict())
     record("cause_codes", w.ranking.codes)
+    # the scale of a data cause's share of positions in acceptance length (the index shows both)
+    record("trained_acceptance_length", w.trained_acceptance_length)

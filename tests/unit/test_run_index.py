@@ -106,3 +106,19 @@ def test_the_index_shows_no_green_verdict_beside_a_low_acceptance(tmp_path: Path
             assert green not in row, row
     assert page.count("D2T_ABSOLUTE") >= 1 and "The engine does not run the drafter" in page
     assert "offline (training dumps)" in page and "trained view" in page
+
+
+def test_a_data_cause_shows_its_share_with_the_acceptance_length_estimate(tmp_path: Path) -> None:
+    """As 06's cards do: a share of positions, and beside it share × (trained view − 1) when 06
+    recorded the trained view's acceptance length; without it, the share alone."""
+    data_cause = {**CAUSE, "codes": ["DATA_TEMPLATE_MISMATCH"], "category": "template and mode",
+                  "cost": {"share_of_positions": 0.5, "basis": "estimated"}}  # fmt: skip
+    summary = _summary(tmp_path)
+    summary["runs"][3] = _run("broken", "06_why_low_acceptance", tmp_path, al=1.49,
+                              records={"causes": {"causes": [data_cause]}, "trained_acceptance_length": 3.3})  # fmt: skip
+    cost = {r.drafter: r for r in drafter_rows(summary, tmp_path)}["broken"].cause
+    assert cost is not None and cost.cost == "50.0 % of positions ≈ −1.150 acceptance length (estimated)"
+    summary["runs"][3] = _run("broken", "06_why_low_acceptance", tmp_path, al=1.49,
+                              records={"causes": {"causes": [data_cause]}})  # fmt: skip
+    cost = {r.drafter: r for r in drafter_rows(summary, tmp_path)}["broken"].cause
+    assert cost is not None and cost.cost == "50.0 % of positions (estimated)"
