@@ -77,6 +77,10 @@ def _cells_ran(executed: Path) -> bool:
     )
 
 
+# seconds a cell's last outputs may trail its reply; nbclient's default of 4 s, which papermill turns
+# into a failed cell, is missed by plot cells when several kernels share 2 loaded cores
+IOPUB_TIMEOUT_S = 60
+
 # for every kernel, after the config's env (explorers render static HTML; ipykernel picks the inline
 # backend only when MPLBACKEND is unset)
 _KERNEL_ENV: dict[str, str | None] = {
@@ -134,6 +138,7 @@ def execute_job(job: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]
                     progress_bar=False,
                     start_timeout=settings["start_timeout"],
                     execution_timeout=settings["timeout"],
+                    iopub_timeout=IOPUB_TIMEOUT_S,
                     # kernel log lines (transport warnings, shutdown noise) would mix with the progress bar
                     extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
                     # every output and the sidecar are written when the last cell returns; a graceful

@@ -468,7 +468,10 @@ CLI_PARAMS: dict[str, list[str]] = {
 }
 
 
-@pytest.mark.timeout(300)
+KERNEL_NEVER_STARTED = "Kernel died before replying to kernel_info"
+
+
+@pytest.mark.timeout(600)
 def test_papermill_cli_runs_every_notebook(tmp_path: Path) -> None:
     notebooks = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb"))
     assert sorted(CLI_PARAMS) == notebooks, "add the new notebook to CLI_PARAMS (and the README examples)"
@@ -499,7 +502,15 @@ def test_papermill_cli_runs_every_notebook(tmp_path: Path) -> None:
         )
     for name, proc in procs.items():
         output, _ = proc.communicate(timeout=280)
-        assert proc.returncode == 0, f"{name}:\n{output[-3000:]}"
+        if proc.returncode != 0 and KERNEL_NEVER_STARTED in output:
+            # jupyter_client picks each kernel's five ports in the papermill process and the kernel binds
+            # them seconds later, so seven papermills starting at once can race for a port (CI saw it
+            # once in ~10 runs). The package's runner retries such a start once (runs.execute); so does this.
+            retry = subprocess.run(proc.args, env=env, capture_output=True, text=True, timeout=280)
+            output = f"{output}\n--- retried after the kernel died at start ---\n{retry.stdout}{retry.stderr}"
+            proc = retry  # type: ignore[assignment]
+        # the head holds the kernel's own messages (why it died), the tail papermill's traceback
+        assert proc.returncode == 0, f"{name}:\n{output[:2000]}\n[...]\n{output[-3000:]}"
         nb = nbformat.read(str(tmp_path / f"{name}.ipynb"), as_version=4)
         assert nb.metadata["papermill"]["parameters"]["checkpoint"] == drafter
         assert not nb.metadata["papermill"].get("exception")
