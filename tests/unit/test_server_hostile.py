@@ -28,6 +28,7 @@ pytest.importorskip("torch")  # the probe extra; absent in the core-only tier (t
 from eagle3_forensics.cli.main import main
 from eagle3_forensics.probe.server.counters import TOKENS_TOLERANCE
 from eagle3_forensics.probe.server.http import MAX_RESPONSE_BYTES
+from eagle3_forensics.probe.server.prometheus import MAX_METRIC_LINES
 
 Handler = Callable[[BaseHTTPRequestHandler, Any], None]
 FAST = ("--timeout", "0.6", "--retries", "1", "--budget", "2.5")
@@ -667,3 +668,94 @@ def test_the_text_view_says_why_there_is_no_figure(
     out, err = capsys.readouterr()
     assert code == 1 and "Traceback" not in out + err
     assert f"no acceptance measured: {why}" in out and "acceptance length " not in out
+
+
+# -- found by an independent adversarial check (issue 33) ---------------------------------------
+
+
+def test_a_redirect_to_ftp_is_refused(capsys: pytest.CaptureFixture[str], prompts: Path) -> None:
+    """urllib follows a redirect to ftp://, whose reads the request deadline does not bound (an FTP
+    server that trickles held the probe past its --budget 4 until killed at 77 s): refused."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(4)
+
+    def away(h: BaseHTTPRequestHandler, body: Any) -> None:
+        h.send_response(302)
+        h.send_header("Location", f"ftp://127.0.0.1:{sock.getsockname()[1]}/x")
+        h.send_header("Content-Length", "0")
+        h.end_headers()
+
+    try:
+        with Fake({("GET", "/v1/models"): away}) as srv:
+            code, obj, _ = probe(capsys, srv.url, "vllm", prompts)
+    finally:
+        sock.close()
+    assert code == 4 and codes(obj) == ["SERVER_HTTP_ERROR"]
+    assert "not an http(s) URL" in obj["error"]["message"]
+
+
+def test_metrics_too_long_to_parse_in_time(capsys: pytest.CaptureFixture[str], prompts: Path) -> None:
+    """Under the size limit, but a million short lines would take the text parser half a minute."""
+    page = "".join(f'vllm:spec_decode_num_drafts_total{{x="{i}"}} 1\n' for i in range(MAX_METRIC_LINES + 1))
+    routes = {**Vllm().routes(), ("GET", "/metrics"): lambda h, b: send(h, 200, page, "text/plain")}
+    with Fake(routes) as srv:
+        code, obj, _ = probe(capsys, srv.url, "vllm", prompts)
+    assert code == 4 and codes(obj) == ["SERVER_BAD_RESPONSE"]
+    assert "lines of metrics" in obj["error"]["message"]
+
+
+@pytest.mark.parametrize("digits", [400, 5000], ids=["beyond_float", "beyond_int_parsing"])
+def test_a_count_with_hundreds_of_digits(
+    capsys: pytest.CaptureFixture[str], prompts: Path, digits: int
+) -> None:
+    """JSON bounds no number: 400 digits overflow a float (impossible), 5000 Python will not parse (malformed)."""
+    answer = b'{"usage": {"prompt_tokens": 5, "completion_tokens": ' + b"9" * digits + b"}}"
+    routes = {**Vllm().routes(), ("POST", "/v1/completions"): lambda h, b: send(h, 200, answer)}
+    with Fake(routes) as srv:
+        code, obj, _ = probe(capsys, srv.url, "vllm", prompts)
+    if digits == 400:
+        assert code == 1
+        assert_impossible(obj, "completion_tokens[0]", "not finite")
+    else:
+        assert code == 4 and codes(obj) == ["SERVER_BAD_RESPONSE"]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_counts_beyond_2_53(capsys: pytest.CaptureFixture[str], prompts: Path, engine: str) -> None:
+    """Past 2^53 a float64 cannot count by one: deltas would be rounding (2^70 + 8 − 2^70 = 0)."""
+    big = 2**70
+    fake = (
+        Fake(Vllm({"drafts": big, "draft_tokens": 3 * big, "accepted": big, "per_pos": [big, 0, 0]}).routes())
+        if engine == "vllm"
+        else sglang({"spec_verify_ct": 1e308, "spec_num_proposed_drafts": 3e308 / 10})
+    )
+    with fake as srv:
+        code, obj, _ = probe(capsys, srv.url, engine, prompts)
+    assert code == 1
+    assert_impossible(obj, "2^53")
+
+
+def test_vllm_impossible_since_the_start(capsys: pytest.CaptureFixture[str], prompts: Path) -> None:
+    """Counters that never move, but one reading already has more accepted than drafted since the start."""
+    still = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "per_pos": [0, 0, 0]}
+    with Fake(Vllm({"accepted": 900}, still).routes()) as srv:
+        code, obj, _ = probe(capsys, srv.url, "vllm", prompts)
+        assert srv.hits.get(("POST", "/v1/completions"), 0) == 0  # refused before any load
+    assert code == 1
+    assert_impossible(obj, "since the server started", "900 accepted of 300 drafted")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_more_tokens_than_asked_for(capsys: pytest.CaptureFixture[str], prompts: Path, engine: str) -> None:
+    """An answer cannot hold more tokens than its max_tokens; the counters alone would still fit."""
+    if engine == "vllm":
+        usage = {"usage": {"prompt_tokens": 5, "completion_tokens": 10**6}}
+        fake = Vllm(step={"generation": 10**6})
+        srv_cm = Fake({**fake.routes(), ("POST", "/v1/completions"): lambda h, b: send(h, 200, usage)})
+    else:
+        srv_cm = sglang({"completion_tokens": 10**6})
+    with srv_cm as srv:
+        code, obj, _ = probe(capsys, srv.url, engine, prompts, "--max-new-tokens", "8")
+    assert code == 1
+    assert_impossible(obj, "at most 8", "1000000")

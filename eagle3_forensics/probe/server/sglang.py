@@ -349,6 +349,12 @@ def probe_sglang(
     }
     for i, q in enumerate(reqs):
         q.check(checks, i)
+    checks.within(
+        _GEN,
+        {f"completion_tokens[{i}]": q.completion_tokens for i, q in enumerate(reqs)},
+        max_new_tokens,
+        "max_new_tokens of the request",
+    )
     _check_reported(checks, avg_after, gauges_after, "after the prompts")
     if checks:
         r.server["requests"] = {"count": len(reqs), "seconds": seconds}
