@@ -393,11 +393,20 @@ def _clip(exc: Exception, n: int = 200) -> str:
     return text if len(text) <= n else text[:n] + "…"
 
 
+# JSON bounds no number's digits: an integer longer than this (beyond float range from 309 digits; Python
+# refuses to read one of more than 4300) is read as a float, infinite, so every check downstream sees a
+# number that is not finite rather than an int that no float holds.
+_INT_DIGITS = 300
+
+
+def _int(text: str) -> int | float:
+    return int(text) if len(text) <= _INT_DIGITS else float(text)
+
+
 def _json(body: bytes, what: str) -> Any:
     try:
-        return json.loads(body.decode("utf-8"))
-    # ValueError: JSONDecodeError, UnicodeDecodeError, and an integer of more than 4300 digits
-    except (ValueError, RecursionError) as exc:
+        return json.loads(body.decode("utf-8"), parse_int=_int)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise ServerFault(
             "SERVER_BAD_RESPONSE",
             f"{what}: answer is not JSON ({type(exc).__name__}: {exc}): {_excerpt(body)!r}",

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eagle3_forensics.engines.verify import is_chain
+from eagle3_forensics.engines.verify import MAX_TREE_CHARS, is_chain
 from eagle3_forensics.findings import Severity
 from eagle3_forensics.probe.decode import LiveRun
 from eagle3_forensics.probe.server.counters import (
@@ -402,14 +402,16 @@ def _measure(
         return
     per_pos = [int(x or 0) for x in delta["num_accepted_tokens_per_pos"]]
     gen = delta.get("generation_tokens")
+    verify, drafted = float(delta["num_drafts"]), float(delta["num_draft_tokens"])
     tally = Tally(
         requests=len(answers),
         completion=float(gen) if gen is not None else completion,
-        verify=float(delta["num_drafts"]),
-        drafted=float(delta["num_draft_tokens"]),
+        verify=verify,
+        drafted=drafted,
         accepted=float(delta["num_accepted_tokens"]),
         per_pos=per_pos,
-        k=k,
+        # K unknown (no per-position counters, no /server_info): draft tokens per verify step (a chain's K)
+        k=k or (math.ceil(drafted / verify) if verify > 0 else 0),
         server_wide=gen is not None,
     )
     check_tally(checks, tally, _NAMES)
@@ -521,7 +523,9 @@ def _vllm_launch(http: HttpClient, r: ServerProbeResult) -> dict[str, Any]:
     tree = spec.get("speculative_token_tree")
     if isinstance(tree, str) and tree.strip():
         launch["shape"] = "chain" if is_chain(tree) else "tree"
-        launch["token_tree"] = tree
+        launch["token_tree"] = (
+            tree if len(tree) <= MAX_TREE_CHARS else tree[:200] + f"… ({len(tree)} characters)"
+        )
     return launch
 
 
