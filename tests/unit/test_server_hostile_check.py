@@ -162,3 +162,29 @@ def test_more_tokens_than_asked_for(capsys: pytest.CaptureFixture[str], prompts:
         code, obj, _ = probe(capsys, srv.url, engine, prompts, "--max-new-tokens", "8")
     assert code == 1
     assert_impossible(obj, "at most 8", "1000000")
+
+
+GENERATION_1 = {  # spec_verify_ct and spec_accept_token_num only: no proposed drafts, no histogram
+    "spec_num_correct_drafts": None,
+    "spec_num_proposed_drafts": None,
+    "spec_correct_drafts_histogram": None,
+    "spec_accept_token_num": 4,
+}
+
+
+@pytest.mark.parametrize(("verify", "measured"), [(2, True), (20, False)], ids=["possible", "impossible"])
+def test_sglang_k_unknown(
+    capsys: pytest.CaptureFixture[str], prompts: Path, verify: int, measured: bool
+) -> None:
+    """No server_args and no proposed drafts: K is unknown, so proposed drafts are unknown, not 0 (that
+    refused a possible server); verify steps beyond the tokens generated are still impossible."""
+    fake = sglang({**GENERATION_1, "spec_verify_ct": verify})
+    fake.routes.pop(("GET", "/get_server_info"))
+    with fake as srv:
+        code, obj, _ = probe(capsys, srv.url, "sglang", prompts)
+    if measured:
+        assert code == 0 and obj["status"] == "measured", obj["findings"]
+        assert obj["acceptance_length"] == 3.0 and obj["acceptance_rate"] is None  # no rate without proposed
+    else:
+        assert code == 1
+        assert_impossible(obj, "K unknown", "40 verify steps")

@@ -168,7 +168,8 @@ class Tally:
 
 def check_tally(checks: Checks, t: Tally, names: Mapping[str, str], where: str = "") -> None:
     """The cross rules over one run's counts; ``names`` gives each quantity the engine's own name,
-    ``where`` leads each detail. The token rule needs K (``t.k``)."""
+    ``where`` leads each detail. The token rule needs K (``t.k``); without it, and over a run, only
+    the verify steps are bounded by the tokens generated."""
     acc, drf, ver = names["accepted"], names["drafted"], names["verify"]
     if t.accepted > t.drafted:
         checks.fail(
@@ -199,20 +200,30 @@ def check_tally(checks: Checks, t: Tally, names: Mapping[str, str], where: str =
             per_pos=list(t.per_pos),
             verify=t.verify,
         )
+    slack = TOKENS_TOLERANCE * max(t.completion, 1.0)
+    wide = " (server-wide)" if t.server_wide else ""
     bound = t.completion + t.requests * max(t.k - 1, 0)
     committed = t.verify + t.accepted
-    if t.k and committed > bound + TOKENS_TOLERANCE * max(t.completion, 1.0):
+    if t.k and committed > bound + slack:
         checks.fail(
             f"{ver} + {acc} ≤ tokens generated + requests × (K − 1), within {TOKENS_TOLERANCE:.0%}",
             where
-            + f"{shown(committed)} committed by the counters, {shown(t.completion)} tokens generated"
-            + (" (server-wide)" if t.server_wide else "")
+            + f"{shown(committed)} committed by the counters, {shown(t.completion)} tokens generated{wide}"
             + f", {t.requests} requests, K {t.k}",
             verify=t.verify,
             accepted=t.accepted,
             generated=t.completion,
             requests=t.requests,
             k=t.k,
+        )
+    elif not t.k and t.requests and t.verify > t.completion + slack:
+        # K unknown: each verify step still commits at least one generated token
+        checks.fail(
+            f"{ver} ≤ tokens generated (K unknown), within {TOKENS_TOLERANCE:.0%}",
+            where + f"{shown(t.verify)} verify steps, {shown(t.completion)} tokens generated{wide}",
+            verify=t.verify,
+            generated=t.completion,
+            requests=t.requests,
         )
 
 
