@@ -80,20 +80,21 @@ class VerifyKnob:
     numeric: bool = False  # compared as numbers: 1, 1.0 and "1.0" are the same value ("1.0")
 
     def normalise(self, raw: Any) -> str | None:
+        """The value as text; one that is not a short string (a list, a megabyte a server wrote) is
+        clipped to ``MAX_VALUE_CHARS``."""
         if raw is None or (isinstance(raw, str) and not raw.strip()):
             return None
         if self.shape:
-            return raw if raw in ("chain", "tree") else ("chain" if is_chain(str(raw)) else "tree")
+            text = raw if isinstance(raw, str) else repr(raw)
+            return raw if raw in ("chain", "tree") else ("chain" if is_chain(text) else "tree")
         if isinstance(raw, bool):
             return "true" if raw else "false"
         if self.numeric:
             try:
                 return repr(float(raw))
-            except (TypeError, ValueError):
-                return str(raw)
-        if isinstance(raw, str):
-            return raw
-        return str(raw)
+            except (TypeError, ValueError, OverflowError):
+                return _clip(raw)
+        return _clip(raw)
 
     def judge(self, raw: Any) -> Value:
         """The :class:`Value` a reported or launched value is (a value not listed: ``other``)."""
@@ -129,8 +130,22 @@ class VerifyRules:
         return next((k for k in self.knobs if k.setting == setting), None)
 
 
+# A vLLM token tree of MAX_DRAFT_TOKENS-scale written out is a few KiB; parsing a longer text (a server can
+# write megabytes) would cost gigabytes of syntax tree (15 MB: 7 GB, 40 s).
+MAX_TREE_CHARS = 100_000
+MAX_VALUE_CHARS = 200
+
+
+def _clip(raw: Any) -> str:
+    text = raw if isinstance(raw, str) else repr(raw)[: MAX_VALUE_CHARS + 1]
+    return text if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS] + "…"
+
+
 def is_chain(tree: str) -> bool:
-    """vLLM's speculative_token_tree ("[(0,), (0, 0), ...]"): a chain when every node only takes child 0."""
+    """vLLM's speculative_token_tree ("[(0,), (0, 0), ...]"): a chain when every node only takes child 0.
+    A text longer than ``MAX_TREE_CHARS`` is not parsed (not a chain)."""
+    if len(tree) > MAX_TREE_CHARS:
+        return False
     try:
         nodes = ast.literal_eval(tree)
     except (ValueError, SyntaxError, RecursionError, MemoryError, TypeError):
@@ -196,6 +211,7 @@ def verify_rules_for(engine: str, version: str | None) -> VerifyRules | None:
 
 __all__ = [
     "IN_PROCESS",
+    "MAX_TREE_CHARS",
     "VERIFY_RELEASES",
     "Effect",
     "Value",

@@ -47,7 +47,9 @@ def render_server_probe(r: ServerProbeResult) -> str:
     if r.measured:
         lines += [
             f"acceptance length      {_f(r.acceptance_length)}   (vLLM: 1 + accepted/num_drafts, includes the bonus)",
-            f"acceptance rate        {_f(r.acceptance_rate)}   (accepted/drafted = {r.live.accepted}/{r.live.drafted})",
+            f"acceptance rate        {_f(r.acceptance_rate)}   (accepted/drafted = {r.live.accepted}/{r.live.drafted})"
+            if r.live.drafted
+            else "acceptance rate        unknown (the server reports no proposed drafts, and K is unknown)",
             f"drafts (verify steps)  {r.live.num_drafts}   tokens generated {r.live.new_tokens} in "
             f"{r.live.seconds:.2f} s",
         ]

@@ -1,13 +1,15 @@
 """What a server counts is checked before any figure is computed from it (both engines, one set of rules).
 
-A speculative-decoding counter is a count of events since the process started: finite, whole and never
-negative; over a run, accepted drafts cannot outnumber the draft tokens proposed, verify steps cannot
-carry drafts without draft tokens (nor draft tokens without a verify step), a draft position cannot be
-accepted more often than there were verify steps, and every verify step commits at least one generated
-token (checked where K is known). A server whose numbers break one of these is refused (``COUNTERS_IMPOSSIBLE``, an error, exit 1,
-the numbers as evidence): an acceptance figure computed from them would be a number from nonsense.
-Numbers that are possible but do not add up (other traffic, a counter bug) stay the warning
-``COUNTERS_INCONSISTENT`` beside the figure.
+A speculative-decoding counter is a count of events since the process started: finite, whole, never
+negative and at most 2^53 (beyond it a float64 cannot count by one). Over a run, and since the start
+in any one reading, accepted drafts cannot outnumber the draft tokens proposed, verify steps cannot
+carry drafts without draft tokens (nor draft tokens without a verify step), and a draft position cannot
+be accepted more often than there were verify steps; over a run, every verify step commits at least one
+generated token (checked where K is known) and no answer holds more tokens than it asked for. A server
+whose numbers break one of these is refused (``COUNTERS_IMPOSSIBLE``, an error, exit 1, the numbers as
+evidence): an acceptance figure computed from them would be a number from nonsense. Numbers that are
+possible but do not add up (other traffic, a counter bug) stay the warning ``COUNTERS_INCONSISTENT``
+beside the figure.
 
 A value of the wrong *type* (a string where a count belongs) is a malformed answer,
 ``SERVER_BAD_RESPONSE`` (exit 4), raised where it enters (:func:`number`).
@@ -34,6 +36,9 @@ TOKENS_TOLERANCE = 0.10
 # single digits; SGLang trees verify tens of tokens): refused before it sizes a list or a loop.
 MAX_POSITIONS = 64
 MAX_DRAFT_TOKENS = 1024
+# Beyond 2**53 a float64 (Prometheus' value type, JSON's number in most engines) cannot count by one: a
+# delta of two such counters is rounding, not events. No server counts that far (9e15 tokens).
+MAX_COUNT = 2.0**53
 _SHOWN = 8  # offending items listed per check
 
 
@@ -51,7 +56,7 @@ def number(value: Any, what: str) -> float | None:
             f"{what} = {_short(value)} is not a number",
             {"request": request, "field": what, "value": _short(value)},
         )
-    return float(value)
+    return float(value)  # http reads an integer beyond float range as an infinite float
 
 
 def _short(value: Any) -> str:
@@ -69,6 +74,8 @@ def count_problem(value: float | None) -> str | None:
         return "negative"
     if value != math.floor(value):
         return "not a whole number"
+    if value > MAX_COUNT:
+        return "beyond 2^53, where a float64 no longer counts by one"
     return None
 
 
@@ -101,14 +108,24 @@ class Checks:
         )
 
     def counts(self, where: str, values: Mapping[str, float | None]) -> None:
-        """Each value must be a count: finite, whole, not negative."""
+        """Each value must be a count: finite, whole, not negative, at most 2^53."""
         bad = {name: (v, why) for name, v in values.items() if (why := count_problem(v)) is not None}
         if bad:
             first = list(bad.items())[:_SHOWN]
             self.fail(
-                "a count is finite, whole and not negative",
+                "a count is finite, whole, not negative and at most 2^53",
                 f"{where}: " + ", ".join(f"{n} = {shown(v)} ({why})" for n, (v, why) in first),
                 **{n: v for n, (v, _) in bad.items()},
+            )
+
+    def within(self, where: str, values: Mapping[str, float | None], most: int, why: str) -> None:
+        """Each count must be at most ``most`` (e.g. the tokens a request asked for)."""
+        bad = {n: v for n, v in values.items() if v is not None and v > most}
+        if bad:
+            self.fail(
+                f"at most {most} ({why})",
+                f"{where}: " + ", ".join(f"{n} = {shown(v)}" for n, v in list(bad.items())[:_SHOWN]),
+                **bad,
             )
 
     def finite(self, where: str, values: Mapping[str, float | None], *, at_most: float | None = None) -> None:
@@ -149,27 +166,29 @@ class Tally:
     server_wide: bool = False  # counters include other traffic (vLLM): the token bound allows for it
 
 
-def check_tally(checks: Checks, t: Tally, names: Mapping[str, str]) -> None:
-    """The cross rules over one run's counts; ``names`` gives each quantity the engine's own name."""
+def check_tally(checks: Checks, t: Tally, names: Mapping[str, str], where: str = "") -> None:
+    """The cross rules over one run's counts; ``names`` gives each quantity the engine's own name,
+    ``where`` leads each detail. The token rule needs K (``t.k``); without it, and over a run, only
+    the verify steps are bounded by the tokens generated."""
     acc, drf, ver = names["accepted"], names["drafted"], names["verify"]
     if t.accepted > t.drafted:
         checks.fail(
             f"{acc} ≤ {drf}",
-            f"{shown(t.accepted)} accepted of {shown(t.drafted)} drafted",
+            where + f"{shown(t.accepted)} accepted of {shown(t.drafted)} drafted",
             accepted=t.accepted,
             drafted=t.drafted,
         )
     if t.verify > 0 and t.drafted == 0:
         checks.fail(
             f"{ver} > 0 needs {drf} > 0",
-            f"{shown(t.verify)} verify steps, no draft tokens",
+            where + f"{shown(t.verify)} verify steps, no draft tokens",
             verify=t.verify,
             drafted=t.drafted,
         )
     if t.drafted > 0 and t.verify == 0:
         checks.fail(
             f"{drf} > 0 needs {ver} > 0",
-            f"{shown(t.drafted)} draft tokens, no verify step",
+            where + f"{shown(t.drafted)} draft tokens, no verify step",
             verify=t.verify,
             drafted=t.drafted,
         )
@@ -177,23 +196,34 @@ def check_tally(checks: Checks, t: Tally, names: Mapping[str, str]) -> None:
     if over:
         checks.fail(
             f"accepted at each position ≤ {ver}",
-            f"positions {over[:_SHOWN]} accepted more often than {shown(t.verify)} verify steps",
+            where + f"positions {over[:_SHOWN]} accepted more often than {shown(t.verify)} verify steps",
             per_pos=list(t.per_pos),
             verify=t.verify,
         )
+    slack = TOKENS_TOLERANCE * max(t.completion, 1.0)
+    wide = " (server-wide)" if t.server_wide else ""
     bound = t.completion + t.requests * max(t.k - 1, 0)
     committed = t.verify + t.accepted
-    if t.k and committed > bound + TOKENS_TOLERANCE * max(t.completion, 1.0):
+    if t.k and committed > bound + slack:
         checks.fail(
             f"{ver} + {acc} ≤ tokens generated + requests × (K − 1), within {TOKENS_TOLERANCE:.0%}",
-            f"{shown(committed)} committed by the counters, {shown(t.completion)} tokens generated"
-            + (" (server-wide)" if t.server_wide else "")
+            where
+            + f"{shown(committed)} committed by the counters, {shown(t.completion)} tokens generated{wide}"
             + f", {t.requests} requests, K {t.k}",
             verify=t.verify,
             accepted=t.accepted,
             generated=t.completion,
             requests=t.requests,
             k=t.k,
+        )
+    elif not t.k and t.requests and t.verify > t.completion + slack:
+        # K unknown: each verify step still commits at least one generated token
+        checks.fail(
+            f"{ver} ≤ tokens generated (K unknown), within {TOKENS_TOLERANCE:.0%}",
+            where + f"{shown(t.verify)} verify steps, {shown(t.completion)} tokens generated{wide}",
+            verify=t.verify,
+            generated=t.completion,
+            requests=t.requests,
         )
 
 

@@ -128,7 +128,21 @@ def _opener(watch: _Watch) -> urllib.request.OpenerDirector:
         def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
             return self.do_open(TlsConn, req)
 
-    return urllib.request.build_opener(Handler, TlsHandler)
+    class NoFtp(urllib.request.FTPHandler):
+        """urllib follows a redirect to ftp://, whose reads no deadline here bounds: refused."""
+
+        def ftp_open(self, req: urllib.request.Request) -> Any:
+            raise _NotHttp(req.full_url)
+
+    return urllib.request.build_opener(Handler, TlsHandler, NoFtp)
+
+
+class _NotHttp(Exception):
+    """A redirect to a URL that is not http(s) (urllib itself refuses file: and data:)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.url = url[:200]
 
 
 def _read_body(resp: Any, what: str) -> bytes:
@@ -266,6 +280,15 @@ class HttpClient:
             return _http_error(exc, what, allow)
         except (ServerFault, _Retry):
             raise
+        except _NotHttp as exc:
+            raise _Retry(
+                ServerFault(
+                    "SERVER_HTTP_ERROR",
+                    f"{what}: redirected to {exc.url!r}, not an http(s) URL",
+                    {"request": what, "location": exc.url},
+                ),
+                idempotent=False,
+            ) from None
         except (OSError, http.client.HTTPException, ValueError) as exc:  # urllib's and http.client's faults
             if watch.expired or isinstance(exc, TimeoutError) or _timed_out(exc):
                 raise _timeout(what, limit) from None
@@ -370,10 +393,20 @@ def _clip(exc: Exception, n: int = 200) -> str:
     return text if len(text) <= n else text[:n] + "…"
 
 
+# JSON bounds no number's digits: an integer longer than this (beyond float range from 309 digits; Python
+# refuses to read one of more than 4300) is read as a float, infinite, so every check downstream sees a
+# number that is not finite rather than an int that no float holds.
+_INT_DIGITS = 300
+
+
+def _int(text: str) -> int | float:
+    return int(text) if len(text) <= _INT_DIGITS else float(text)
+
+
 def _json(body: bytes, what: str) -> Any:
     try:
-        return json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        return json.loads(body.decode("utf-8"), parse_int=_int)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise ServerFault(
             "SERVER_BAD_RESPONSE",
             f"{what}: answer is not JSON ({type(exc).__name__}: {exc}): {_excerpt(body)!r}",

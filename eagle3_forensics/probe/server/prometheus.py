@@ -7,6 +7,11 @@ from eagle3_forensics.probe.server.http import ServerFault
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
+# A serving engine's /metrics has hundreds to a few thousand lines; the text parser reads about 50,000 a
+# second here, so a page of many more (64 MiB of short lines would be a million) is refused before parsing
+# rather than parsed for half a minute outside every deadline.
+MAX_METRIC_LINES = 100_000
+
 
 def parse_metrics(text: str, what: str = "GET /metrics") -> Samples:
     """Every sample of a Prometheus text exposition, keyed by (name, sorted labels)."""
@@ -18,6 +23,13 @@ def parse_metrics(text: str, what: str = "GET /metrics") -> Samples:
         raise UnusableInputError(
             "probe-server needs prometheus_client: pip install 'eagle3-forensics[server]'"
         ) from None
+    lines = text.count("\n") + 1
+    if lines > MAX_METRIC_LINES:
+        raise ServerFault(
+            "SERVER_BAD_RESPONSE",
+            f"{what}: {lines} lines of metrics, more than {MAX_METRIC_LINES} (a server's /metrics has thousands)",
+            {"request": what, "lines": lines, "limit_lines": MAX_METRIC_LINES},
+        )
     out: Samples = {}
     try:
         for family in text_string_to_metric_families(text):

@@ -106,6 +106,8 @@ class ServerProbeResult(ProbeResult):
                 "tokens_per_s",
             ):
                 d[key] = None
+        elif not self.live.drafted:  # SGLang without proposed drafts or K: no rate, rather than 0.0
+            d["acceptance_rate"] = d["drafted"] = None
         if not self.measured or not self.per_position_available:
             d["per_position"] = {"cumulative": None, "conditional": None, "accepted": None}
         order = {s: i for i, s in enumerate(("error", "warning", "info"))}

@@ -10,6 +10,7 @@ convention.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -349,6 +350,12 @@ def probe_sglang(
     }
     for i, q in enumerate(reqs):
         q.check(checks, i)
+    checks.within(
+        _GEN,
+        {f"completion_tokens[{i}]": q.completion_tokens for i, q in enumerate(reqs)},
+        max_new_tokens,
+        "max_new_tokens of the request",
+    )
     _check_reported(checks, avg_after, gauges_after, "after the prompts")
     if checks:
         r.server["requests"] = {"count": len(reqs), "seconds": seconds}
@@ -466,13 +473,14 @@ def _sglang_aggregate(
             q.accepted if q.accepted is not None else max(0, q.completion_tokens - q.verify - 1) for q in spec
         )
     )
-    proposed = int(
-        sum(q.proposed or 0 for q in spec) if all(q.proposed is not None for q in spec) else verify * (k or 0)
-    )
+    reported = all(q.proposed is not None for q in spec)
+    proposed = int(sum(q.proposed or 0 for q in spec) if reported else verify * (k or 0))
     per_pos, source = _per_position(spec, k)
     checks = Checks()
+    # neither reported nor derivable (no K): unknown, not zero, so no rule on proposed drafts applies
+    drafted = float(proposed) if reported or k else math.inf
     tally = Tally(
-        len(spec), float(sum(q.completion_tokens for q in spec)), verify, proposed, accepted, per_pos or (), k
+        len(spec), float(sum(q.completion_tokens for q in spec)), verify, drafted, accepted, per_pos or (), k
     )
     check_tally(checks, tally, _NAMES)
     if checks:

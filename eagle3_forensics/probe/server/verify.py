@@ -13,6 +13,7 @@ from typing import Any
 
 from eagle3_forensics.engines.verify import IN_PROCESS, Effect, VerifyRules, verify_rules_for
 from eagle3_forensics.findings import Severity
+from eagle3_forensics.probe.server.counters import MAX_POSITIONS
 from eagle3_forensics.probe.server.result import ServerProbeResult
 
 GREEDY_TEMPERATURE = 0.0  # what probe-server sends (and the in-process probe runs)
@@ -96,9 +97,14 @@ def judge_verify(
 
 
 def _preset(spec: dict[str, Any]) -> dict[str, Any]:
-    """vLLM synthetic mode: the acceptance length the preset rates (or length) impose (1 + Σ rates)."""
+    """vLLM synthetic mode: the acceptance length the preset rates (or length) impose (1 + Σ rates).
+    Rates for more than ``MAX_POSITIONS`` positions are not a preset anyone runs: not taken."""
     rates, length = spec.get("synthetic_acceptance_rates"), spec.get("synthetic_acceptance_length")
-    if isinstance(rates, list) and rates and all(isinstance(x, (int, float)) for x in rates):
+    if (
+        isinstance(rates, list)
+        and 0 < len(rates) <= MAX_POSITIONS
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in rates)
+    ):
         return {
             "synthetic_acceptance_rates": [float(x) for x in rates],
             "preset_acceptance_length": 1.0 + float(sum(rates)),

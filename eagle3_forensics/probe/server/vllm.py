@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eagle3_forensics.engines.verify import is_chain
+from eagle3_forensics.engines.verify import MAX_TREE_CHARS, is_chain
 from eagle3_forensics.findings import Severity
 from eagle3_forensics.probe.decode import LiveRun
 from eagle3_forensics.probe.server.counters import (
@@ -45,6 +45,8 @@ VLLM_METRICS = {
     "prompt_tokens": "vllm:prompt_tokens_total",
     "process_start_time_seconds": "process_start_time_seconds",
 }
+
+_NAMES = {"accepted": "num_accepted_tokens", "drafted": "num_draft_tokens", "verify": "num_drafts"}
 
 
 @dataclass
@@ -114,6 +116,19 @@ class VllmCounters:
                 process_start_time_seconds=self.start_time,
             )
 
+    def check_since_start(self, checks: Checks, when: str) -> None:
+        """Counted since the process started, one reading obeys the cross rules a run's deltas do
+        (after :meth:`check` passed)."""
+        since_start = Tally(
+            requests=0,
+            completion=self.generation_tokens or 0.0,
+            verify=self.num_drafts,
+            drafted=self.num_draft_tokens,
+            accepted=self.num_accepted_tokens,
+            per_pos=[self.per_pos.get(i, 0.0) for i in range(self.k)],
+        )
+        check_tally(checks, since_start, _NAMES, f"GET /metrics ({when}), since the server started: ")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "num_drafts": shown(self.num_drafts),
@@ -172,8 +187,6 @@ def counter_delta(before: VllmCounters, after: VllmCounters) -> tuple[dict[str, 
 
 # -- the probe ----------------------------------------------------------------------------------
 
-_NAMES = {"accepted": "num_accepted_tokens", "drafted": "num_draft_tokens", "verify": "num_drafts"}
-
 
 def _scrape_vllm(http: HttpClient) -> tuple[VllmCounters | None, Samples]:
     _, text = http.get_text("/metrics")
@@ -212,6 +225,8 @@ def probe_vllm(
         return
     checks = Checks()
     before.check(checks, "before")
+    if not checks:
+        before.check_since_start(checks, "before")
     if checks:
         r.server["counters"] = {
             "before": before.to_dict(),
@@ -222,7 +237,7 @@ def probe_vllm(
     k = _reconcile_k(r, launch, before)
     answers, seconds = _send_prompts(http, served, texts, max_new_tokens, concurrency, progress)
     after, _ = _scrape_vllm(http)
-    _measure(r, before, after, answers, seconds, k)
+    _measure(r, before, after, answers, seconds, k, max_new_tokens)
 
 
 def _served_model(r: ServerProbeResult, http: HttpClient, model: str | None) -> str:
@@ -324,6 +339,7 @@ def _measure(
     answers: Sequence[dict[str, float]],
     seconds: float,
     k: int,
+    max_new_tokens: int,
 ) -> None:
     """The deltas, checked; then the figure (or why there is none) and the consistency checks."""
     checks = Checks()
@@ -334,6 +350,12 @@ def _measure(
             for i, a in enumerate(answers)
             for key in ("completion_tokens", "prompt_tokens")
         },
+    )
+    checks.within(
+        _USAGE,
+        {f"completion_tokens[{i}]": a["completion_tokens"] for i, a in enumerate(answers)},
+        max_new_tokens,
+        "max_tokens of the request",
     )
     completion = sum(a["completion_tokens"] for a in answers)
     r.server["requests"] = {
@@ -374,16 +396,22 @@ def _measure(
             reasons=reasons,
         )
         return
+    after.check_since_start(checks, "after")  # after a restart is ruled out: a fresh process starts at 0
+    if checks:
+        refuse(r, checks, "GET /metrics after the prompts")
+        return
     per_pos = [int(x or 0) for x in delta["num_accepted_tokens_per_pos"]]
     gen = delta.get("generation_tokens")
+    verify, drafted = float(delta["num_drafts"]), float(delta["num_draft_tokens"])
     tally = Tally(
         requests=len(answers),
         completion=float(gen) if gen is not None else completion,
-        verify=float(delta["num_drafts"]),
-        drafted=float(delta["num_draft_tokens"]),
+        verify=verify,
+        drafted=drafted,
         accepted=float(delta["num_accepted_tokens"]),
         per_pos=per_pos,
-        k=k,
+        # K unknown (no per-position counters, no /server_info): draft tokens per verify step (a chain's K)
+        k=k or (math.ceil(drafted / verify) if verify > 0 else 0),
         server_wide=gen is not None,
     )
     check_tally(checks, tally, _NAMES)
@@ -495,7 +523,9 @@ def _vllm_launch(http: HttpClient, r: ServerProbeResult) -> dict[str, Any]:
     tree = spec.get("speculative_token_tree")
     if isinstance(tree, str) and tree.strip():
         launch["shape"] = "chain" if is_chain(tree) else "tree"
-        launch["token_tree"] = tree
+        launch["token_tree"] = (
+            tree if len(tree) <= MAX_TREE_CHARS else tree[:200] + f"… ({len(tree)} characters)"
+        )
     return launch
 
 
