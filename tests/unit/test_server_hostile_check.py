@@ -188,3 +188,26 @@ def test_sglang_k_unknown(
     else:
         assert code == 1
         assert_impossible(obj, "K unknown", "40 verify steps")
+
+
+def test_vllm_accepted_frozen_while_positions_move(capsys: pytest.CaptureFixture[str], prompts: Path) -> None:
+    """The total stays at 0 while the per-position counters, which count the same drafts in the same
+    step, rise by 8: 1.0 was measured beside a warning. Refused."""
+    fake = Vllm(start={"accepted": 0, "per_pos": [0, 0, 0]}, step={"accepted": 0})
+    with Fake(fake.routes()) as srv:
+        code, obj, _ = probe(capsys, srv.url, "vllm", prompts)
+    assert code == 1
+    assert_impossible(
+        obj, "Σ accepted per position = num_accepted_tokens", "8 accepted by position, 0 in all"
+    )
+
+
+def test_vllm_positions_a_step_apart_stay_a_warning(
+    capsys: pytest.CaptureFixture[str], prompts: Path
+) -> None:
+    """A scrape between the two increments of one step: the figure stands, with the warning."""
+    fake = Vllm(step={"accepted": 4, "per_pos": [2, 1, 0]})
+    with Fake(fake.routes()) as srv:
+        code, obj, _ = probe(capsys, srv.url, "vllm", prompts)
+    assert code == 0 and obj["status"] == "measured"
+    assert codes(obj) == ["COUNTERS_INCONSISTENT"]

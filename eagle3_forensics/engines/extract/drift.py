@@ -29,7 +29,15 @@ from eagle3_forensics.engines.extract.records import (
 )
 from eagle3_forensics.engines.extract.run import ENGINES, extract
 from eagle3_forensics.engines.extract.wheel import WheelError, sources
-from eagle3_forensics.engines.record import RECORDS_DIR, Record, read_record, validate, write_record
+from eagle3_forensics.engines.record import (
+    RECORDS_DIR,
+    Record,
+    all_records,
+    cited_releases,
+    read_record,
+    validate,
+    write_record,
+)
 from eagle3_forensics.engines.rules import version_key
 
 
@@ -249,6 +257,22 @@ def newer_releases(cache: Path, offline: bool = False, folder: Path = RECORDS_DI
             if version_key(version) > version_key(newest.last) and _is_release(version):
                 out.append(extract_release(newest.package, version, cache, offline, folder))
     return out
+
+
+def covered_releases(folder: Path = RECORDS_DIR) -> list[tuple[str, str]]:
+    """Every ``(package, version)`` the records stand for: each release PyPI lists inside a pinned
+    record's range, and every release a record cites (a loader file read in another package)."""
+    wanted = set(cited_releases(folder))
+    ranges: dict[str, list[Record]] = {}
+    for rec in (r for recs in all_records(folder).values() for r in recs if r.pinned):
+        ranges.setdefault(rec.package, []).append(rec)
+    for package, recs in sorted(ranges.items()):
+        for version in pypi_versions(package):
+            if _is_release(version) and any(
+                version_key(r.first) <= version_key(version) <= version_key(r.last) for r in recs
+            ):
+                wanted.add((package, version))
+    return sorted(wanted, key=lambda pv: (pv[0], version_key(pv[1])))
 
 
 def _is_release(version: str) -> bool:

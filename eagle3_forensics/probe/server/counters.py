@@ -4,7 +4,8 @@ A speculative-decoding counter is a count of events since the process started: f
 negative and at most 2^53 (beyond it a float64 cannot count by one). Over a run, and since the start
 in any one reading, accepted drafts cannot outnumber the draft tokens proposed, verify steps cannot
 carry drafts without draft tokens (nor draft tokens without a verify step), and a draft position cannot
-be accepted more often than there were verify steps; over a run, every verify step commits at least one
+be accepted more often than there were verify steps, nor the positions' acceptances add up to other
+than the accepted drafts (within the token tolerance); over a run, every verify step commits at least one
 generated token (checked where K is known) and no answer holds more tokens than it asked for. A server
 whose numbers break one of these is refused (``COUNTERS_IMPOSSIBLE``, an error, exit 1, the numbers as
 evidence): an acceptance figure computed from them would be a number from nonsense. Numbers that are
@@ -201,6 +202,16 @@ def check_tally(checks: Checks, t: Tally, names: Mapping[str, str], where: str =
             verify=t.verify,
         )
     slack = TOKENS_TOLERANCE * max(t.completion, 1.0)
+    if t.per_pos and abs(sum(t.per_pos) - t.accepted) > slack + t.k:
+        # both count the same accepted drafts in the same step (vLLM's one observe call; SGLang's one
+        # answer): a scrape between the two increments differs by a step (≤ K per request), not more
+        checks.fail(
+            f"Σ accepted per position = {acc}, within {TOKENS_TOLERANCE:.0%} of the tokens generated + K",
+            where + f"{shown(float(sum(t.per_pos)))} accepted by position, {shown(t.accepted)} in all",
+            per_pos=list(t.per_pos),
+            accepted=t.accepted,
+            generated=t.completion,
+        )
     wide = " (server-wide)" if t.server_wide else ""
     bound = t.completion + t.requests * max(t.k - 1, 0)
     committed = t.verify + t.accepted
