@@ -81,8 +81,8 @@ def test_every_facade_name_resolves_to_its_home_modules_object() -> None:
         here = PACKAGE.parent.joinpath(*facade.split("."))
         problems += [f"{facade}: {n} is also a submodule" for n in table if (here / f"{n}.py").exists()]
         for name, module in table.items():
-            published, defined = _resolve(package, name, module)
-            if published is not defined:
+            via_facade, at_home = _resolve(package, name, module)
+            if via_facade is not at_home:
                 problems.append(f"{facade}.{name} is not {facade}.{module}.{name}")
         if not set(table) <= set(dir(package)):
             problems.append(f"{facade}: dir() lacks {sorted(set(table) - set(dir(package)))}")
