@@ -65,6 +65,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _LOG.close()
 
 
+@pytest.fixture
+def local_no_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """urllib honours *_proxy variables; a test's fake servers live on 127.0.0.1."""
+    for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _contract_json() -> Iterator[None]:
     """After each test: every JSON object printed or written meanwhile matches its schema."""

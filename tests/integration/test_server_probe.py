@@ -29,7 +29,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -52,6 +52,8 @@ from eagle3_forensics.probe.server.http import HttpClient
 from eagle3_forensics.probe.server.prometheus import parse_metrics, sum_samples
 from eagle3_forensics.probe.server.result import ServerProbeResult
 from eagle3_forensics.views.server import engine_gap_figure, engine_gap_table, render_server_probe
+
+pytestmark = pytest.mark.usefixtures("local_no_proxy")  # the fakes live on 127.0.0.1
 
 K = 3
 PATTERN = (3, 1, 0, 2)  # accepted drafts per verify step, repeated per request
@@ -1063,15 +1065,6 @@ def test_bad_arguments_are_unusable_input(
     ):
         code, _, err = run_cli(capsys, *args)
         assert code == 2 and err.count("\n") == 1, (args, err)
-
-
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """urllib honours *_proxy variables; the fakes live on 127.0.0.1."""
-    for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    yield
 
 
 def test_cli_engine_choices_are_the_measured_engines() -> None:

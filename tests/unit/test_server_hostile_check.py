@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -25,21 +24,7 @@ from server_fakes import Fake, Handler, Vllm, assert_impossible, codes, probe, s
 
 from eagle3_forensics.probe.server.prometheus import MAX_METRIC_LINES
 
-
-@pytest.fixture
-def prompts(tmp_path: Path) -> Path:
-    p = tmp_path / "prompts.txt"
-    p.write_text("first prompt\nsecond prompt\n", encoding="utf-8")
-    return p
-
-
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """urllib honours *_proxy variables; the fakes live on 127.0.0.1."""
-    for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    yield
+pytestmark = pytest.mark.usefixtures("local_no_proxy")  # the fakes live on 127.0.0.1
 
 
 def test_a_redirect_to_ftp_is_refused(capsys: pytest.CaptureFixture[str], prompts: Path) -> None:
